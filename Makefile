@@ -1,0 +1,44 @@
+# Two commands matter:  `make demo`  and  `make test`.  Both bootstrap .venv by themselves.
+# uv is used when it is on PATH; otherwise it is installed into .venv-bootstrap with pip.
+SHELL := /bin/bash
+PYTHON ?= python3
+UV := $(shell command -v uv 2>/dev/null || echo .venv-bootstrap/bin/uv)
+VENV := .venv
+PY := $(VENV)/bin/python
+DEMO_DIR ?= .mastrace-demo
+
+.PHONY: demo test lint format bench clean browser
+
+.venv-bootstrap/bin/uv:
+	$(PYTHON) -m venv .venv-bootstrap
+	.venv-bootstrap/bin/pip install --quiet --disable-pip-version-check uv
+
+$(VENV)/.synced: pyproject.toml uv.lock | $(UV)
+	$(UV) sync --quiet --all-extras --all-groups
+	touch $@
+
+demo: $(VENV)/.synced
+	MASTRACE_DIR=$(DEMO_DIR) $(PY) examples/coordination_demo.py --store $(DEMO_DIR) --report
+
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) 2>&1 | tail -n 3 || \
+	  echo "chromium could not be installed: browser tests will fail"; }
+
+test: $(VENV)/.synced browser
+	$(PY) -m pytest -q; code=$$?; \
+	if [ $$code -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$code
+
+lint: $(VENV)/.synced
+	$(VENV)/bin/ruff format --check src tests examples benchmarks
+	$(VENV)/bin/ruff check src tests examples benchmarks
+
+format: $(VENV)/.synced
+	$(VENV)/bin/ruff format src tests examples benchmarks
+	$(VENV)/bin/ruff check --fix src tests examples benchmarks
+
+bench: $(VENV)/.synced
+	$(PY) benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) .venv-bootstrap $(DEMO_DIR) .mastrace

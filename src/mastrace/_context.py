@@ -1,0 +1,179 @@
+"""Carry the whole `contextvars` context across threads, tasks, generators and processes.
+
+asyncio's `create_task`, `gather` and `to_thread` copy the context already; thread pools,
+`threading.Thread` and generators resumed from different tasks do not. The helpers here close
+those gaps, and `patch_threads()` installs them globally (undone by `unpatch_threads()`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import os
+import threading
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping, MutableMapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, ParamSpec, TypeVar
+
+from opentelemetry import context as otel_context
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T")
+
+_PROPAGATOR = TraceContextTextMapPropagator()
+
+
+def wrap(fn: Callable[P, R]) -> Callable[P, R]:
+    """Bind `fn` to the current context, so that it runs there wherever it is called.
+
+    Use it for callbacks handed to code that runs them on another thread or later.
+
+    Example:
+        >>> import threading, mastrace
+        >>> t = threading.Thread(target=mastrace.wrap(lambda: None))
+    """
+    ctx = contextvars.copy_context()
+
+    @functools.wraps(fn)
+    def bound(*args: P.args, **kwargs: P.kwargs) -> R:
+        return ctx.run(fn, *args, **kwargs)
+
+    bound.__mastrace_bound__ = True  # type: ignore[attr-defined]
+    return bound
+
+
+def create_task(coro: Coroutine[Any, Any, T], *, name: str | None = None) -> asyncio.Task[T]:
+    """Start `coro` as a task that runs in a copy of the current context.
+
+    `asyncio.create_task` already copies the context; this helper exists for the places that
+    hand a coroutine to a loop from another thread, where it schedules the task thread-safely.
+    """
+    ctx = contextvars.copy_context()
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        raise RuntimeError("mastrace.create_task() needs a running event loop") from None
+    return loop.create_task(coro, name=name, context=ctx)
+
+
+# --- thread propagation --------------------------------------------------------------------------
+_original_submit = ThreadPoolExecutor.submit
+_original_thread_start = threading.Thread.start
+_patched = False
+
+
+def _submit_with_context(self: ThreadPoolExecutor, fn: Callable[..., R], /, *args: Any, **kw: Any) -> Future[R]:
+    if getattr(fn, "__mastrace_bound__", False):
+        return _original_submit(self, fn, *args, **kw)
+    ctx = contextvars.copy_context()
+    return _original_submit(self, ctx.run, fn, *args, **kw)
+
+
+def _start_with_context(self: threading.Thread) -> None:
+    if not getattr(self, "_mastrace_ctx_bound", False):
+        ctx = contextvars.copy_context()
+        run = self.run
+        self.run = lambda: ctx.run(run)  # type: ignore[method-assign]
+        self._mastrace_ctx_bound = True  # type: ignore[attr-defined]
+    _original_thread_start(self)
+
+
+def patch_threads() -> None:
+    """Make `ThreadPoolExecutor.submit/map` and `threading.Thread` carry the caller's context."""
+    global _patched
+    if _patched:
+        return
+    ThreadPoolExecutor.submit = _submit_with_context  # type: ignore[assignment,method-assign]
+    threading.Thread.start = _start_with_context  # type: ignore[method-assign]
+    _patched = True
+
+
+def unpatch_threads() -> None:
+    """Undo `patch_threads()`."""
+    global _patched
+    if not _patched:
+        return
+    ThreadPoolExecutor.submit = _original_submit  # type: ignore[method-assign]
+    threading.Thread.start = _original_thread_start  # type: ignore[method-assign]
+    _patched = False
+
+
+def threads_patched() -> bool:
+    """Whether thread propagation is installed."""
+    return _patched
+
+
+# --- running a coroutine or generator step in a fixed context ------------------------------------
+class ContextAwaitable(Awaitable[T]):
+    """Await `coro` so that every step of it runs inside `ctx`, whichever task awaits it."""
+
+    __slots__ = ("_coro", "_ctx")
+
+    def __init__(self, ctx: contextvars.Context, coro: Coroutine[Any, Any, T] | Awaitable[T]) -> None:
+        self._ctx = ctx
+        self._coro = coro
+
+    def __await__(self) -> Generator[Any, Any, T]:
+        ctx = self._ctx
+        it = self._coro.__await__()
+        send_value: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                if error is None:
+                    yielded = ctx.run(it.send, send_value)
+                else:
+                    exc, error = error, None
+                    yielded = ctx.run(it.throw, exc)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            try:
+                send_value = yield yielded
+            except GeneratorExit:
+                ctx.run(it.close)
+                raise
+            except BaseException as exc:  # noqa: BLE001 - forwarded into the coroutine
+                error = exc
+
+
+# --- cross-process propagation -------------------------------------------------------------------
+def inject_env(env: MutableMapping[str, str] | None = None) -> dict[str, str]:
+    """Return an environment for a child process that continues the current trace.
+
+    The result is a copy of `env` (default: `os.environ`) with `TRACEPARENT` (and `TRACESTATE`
+    when set) describing the current span. A child that calls `mastrace.configure()` picks them up.
+
+    Example:
+        >>> import subprocess, sys, mastrace
+        >>> subprocess.run([sys.executable, "-c", "pass"], env=mastrace.inject_env())  # doctest: +SKIP
+    """
+    out = dict(os.environ if env is None else env)
+    carrier: dict[str, str] = {}
+    _PROPAGATOR.inject(carrier)
+    out.pop("TRACEPARENT", None)
+    out.pop("TRACESTATE", None)
+    if "traceparent" in carrier:
+        out["TRACEPARENT"] = carrier["traceparent"]
+        if carrier.get("tracestate"):
+            out["TRACESTATE"] = carrier["tracestate"]
+    return out
+
+
+def context_from_env(env: Mapping[str, str] | None = None) -> otel_context.Context | None:
+    """Return the OpenTelemetry context described by `TRACEPARENT`, or None when absent or invalid."""
+    env = os.environ if env is None else env
+    traceparent = env.get("TRACEPARENT")
+    if not traceparent:
+        return None
+    carrier = {"traceparent": traceparent}
+    if env.get("TRACESTATE"):
+        carrier["tracestate"] = env["TRACESTATE"]
+    ctx = _PROPAGATOR.extract(carrier)
+    from opentelemetry import trace
+
+    if not trace.get_current_span(ctx).get_span_context().is_valid:
+        return None
+    return ctx

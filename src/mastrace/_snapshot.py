@@ -1,0 +1,459 @@
+"""JSON-safe encoding of arbitrary values, and size capping with a visible marker.
+
+`to_json_value` turns anything into a plain tree of dicts, lists, strings, finite numbers, booleans
+and `None`; `dumps_json` serialises it. Neither raises. Encoders are looked up by type along the
+MRO and the result is cached per type, so encoding a value of a known type costs one dict lookup.
+
+`cap_string` and `cap_json` bound the size of what leaves the process; `cap_json` keeps its output
+valid JSON.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import enum
+import ipaddress
+import json
+import math
+import re
+import sys
+import types
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
+from contextlib import suppress
+from decimal import Decimal
+from pathlib import PurePath
+from typing import Any, Union
+
+__all__ = [
+    "CYCLE_MARKER",
+    "DEPTH_MARKER",
+    "MAX_DEPTH",
+    "JsonValue",
+    "Limits",
+    "cap_json",
+    "cap_string",
+    "dumps_json",
+    "json_schema",
+    "safe_repr",
+    "to_json_value",
+]
+
+JsonValue = Union[dict[str, "JsonValue"], list["JsonValue"], str, int, float, bool, None]
+Encoder = Callable[[Any, set[int], int], JsonValue]
+
+MAX_DEPTH = 32
+CYCLE_MARKER = "<cycle>"
+DEPTH_MARKER = "<max depth reached>"
+TRUNCATED_KEY = "mastrace.truncated"
+_MAX_INT_BITS = 13_000  # str(int) refuses more than 4300 digits (about 14_000 bits)
+_BYTES_PREVIEW = 32
+_MAX_RESOLVED = 4_096
+_FLOAT_NAMES = {math.inf: "Infinity", -math.inf: "-Infinity"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """Size limits applied to attributes before export.
+
+    Attributes:
+        max_string_chars: Longest plain string attribute (or sequence item) kept, marker included.
+        max_json_chars: Longest JSON string attribute kept; the result stays valid JSON.
+        max_attributes: Most attributes kept per span, event or link.
+        max_sequence_items: Most items kept in a sequence attribute.
+    """
+
+    max_string_chars: int = 64_000
+    max_json_chars: int = 256_000
+    max_attributes: int = 128
+    max_sequence_items: int = 4_096
+
+
+# -- encoding ------------------------------------------------------------------------------------
+
+
+def safe_repr(obj: Any) -> str:
+    """`repr(obj)`, without memory addresses for default reprs, and never raising."""
+    try:
+        cls = type(obj)
+        if cls.__repr__ is object.__repr__:  # keep snapshots stable across runs
+            return f"<{cls.__module__}.{cls.__qualname__} object>"
+        result = repr(obj)
+        if isinstance(result, str) and result:
+            return str(result)
+    except Exception:
+        pass
+    try:
+        return f"<unrepresentable {type(obj).__name__}>"
+    except Exception:  # pragma: no cover - a metaclass that breaks __name__
+        return "<unrepresentable>"
+
+
+def _key(key: Any) -> str:
+    # Same spelling as json.dumps gives non-string keys, so both encoding paths agree.
+    if type(key) is str:
+        return key
+    if key is None or isinstance(key, bool):
+        return "null" if key is None else ("true" if key else "false")
+    if isinstance(key, enum.Enum):
+        return _key(key.value)
+    if isinstance(key, float):
+        return _FLOAT_NAMES.get(key, "NaN") if not math.isfinite(key) else float.__repr__(key)
+    if isinstance(key, int):
+        return int.__repr__(key) if key.bit_length() <= _MAX_INT_BITS else f"<int of {key.bit_length()} bits>"
+    if isinstance(key, str):
+        return str.__str__(key)
+    value = to_json_value(key)
+    return value if isinstance(value, str) else safe_repr(key)
+
+
+def _enter(obj: Any, seen: set[int], depth: int) -> JsonValue | None:
+    """The marker to use instead of descending into `obj`, or None when it is fine to descend."""
+    if id(obj) in seen:
+        return CYCLE_MARKER
+    if depth >= MAX_DEPTH:
+        return DEPTH_MARKER
+    return None
+
+
+def _encode_mapping(obj: Mapping[Any, Any], seen: set[int], depth: int) -> JsonValue:
+    marker = _enter(obj, seen, depth)
+    if marker is not None:
+        return marker
+    seen.add(id(obj))
+    try:
+        return {_key(k): _encode(v, seen, depth + 1) for k, v in obj.items()}
+    finally:
+        seen.discard(id(obj))
+
+
+def _encode_items(obj: Iterable[Any], seen: set[int], depth: int) -> JsonValue:
+    marker = _enter(obj, seen, depth)
+    if marker is not None:
+        return marker
+    seen.add(id(obj))
+    try:
+        return [_encode(v, seen, depth + 1) for v in obj]
+    finally:
+        seen.discard(id(obj))
+
+
+def _encode_set(obj: Set[Any], seen: set[int], depth: int) -> JsonValue:
+    try:
+        items: Iterable[Any] = sorted(obj)
+    except Exception:  # unorderable members: keep iteration order
+        items = list(obj)
+    marker = _enter(obj, seen, depth)
+    if marker is not None:
+        return marker
+    seen.add(id(obj))
+    try:
+        return [_encode(v, seen, depth + 1) for v in items]
+    finally:
+        seen.discard(id(obj))
+
+
+def _encode_dataclass(obj: Any, seen: set[int], depth: int) -> JsonValue:
+    marker = _enter(obj, seen, depth)
+    if marker is not None:
+        return marker
+    seen.add(id(obj))
+    try:
+        return {f.name: _encode(getattr(obj, f.name, None), seen, depth + 1)
+                for f in dataclasses.fields(obj) if f.repr}
+    finally:
+        seen.discard(id(obj))
+
+
+def _encode_pydantic(obj: Any, seen: set[int], depth: int) -> JsonValue:
+    marker = _enter(obj, seen, depth)
+    if marker is not None:
+        return marker
+    seen.add(id(obj))
+    try:
+        return _encode(obj.model_dump(), seen, depth + 1)
+    finally:
+        seen.discard(id(obj))
+
+
+def _encode_float(obj: float, seen: set[int], depth: int) -> JsonValue:
+    value = float(obj)
+    if math.isfinite(value):
+        return value
+    return _FLOAT_NAMES.get(value, "NaN")
+
+
+def _encode_int(obj: int, seen: set[int], depth: int) -> JsonValue:
+    value = int(obj)
+    bits = value.bit_length()
+    return value if bits <= _MAX_INT_BITS else f"<int of {bits} bits>"
+
+
+def _encode_bytes(obj: bytes | bytearray | memoryview, seen: set[int], depth: int) -> JsonValue:
+    data = bytes(obj)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        more = "…" if len(data) > _BYTES_PREVIEW else ""
+        return f"<{len(data)} bytes: {data[:_BYTES_PREVIEW].hex()}{more}>"
+
+
+def _encode_exception(obj: BaseException, seen: set[int], depth: int) -> JsonValue:
+    name = type(obj).__name__
+    try:
+        message = str(obj)
+    except Exception:
+        message = "<unprintable>"
+    return f"{name}: {message}" if message else name
+
+
+def _encode_callable(obj: Any, seen: set[int], depth: int) -> JsonValue:
+    kind = "class" if isinstance(obj, type) else "function"
+    name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
+    module = getattr(obj, "__module__", None)
+    if not isinstance(name, str):
+        return safe_repr(obj)
+    return f"<{kind} {module}.{name}>" if isinstance(module, str) else f"<{kind} {name}>"
+
+
+def _str(obj: Any, seen: set[int], depth: int) -> JsonValue:
+    return str(obj)
+
+
+def _isoformat(obj: Any, seen: set[int], depth: int) -> JsonValue:
+    return str(obj.isoformat())
+
+
+_ENCODERS: dict[type, Encoder] = {
+    str: lambda o, s, d: str.__str__(o),
+    bool: lambda o, s, d: bool(o),
+    int: _encode_int,
+    float: _encode_float,
+    type(None): lambda o, s, d: None,
+    dict: _encode_mapping,
+    list: _encode_items,
+    tuple: _encode_items,
+    set: _encode_set,
+    frozenset: _encode_set,
+    bytes: _encode_bytes,
+    bytearray: _encode_bytes,
+    memoryview: _encode_bytes,
+    enum.Enum: lambda o, s, d: _encode(o.value, s, d),
+    datetime.datetime: _isoformat,
+    datetime.date: _isoformat,
+    datetime.time: _isoformat,
+    datetime.timedelta: lambda o, s, d: o.total_seconds(),
+    Decimal: _str,
+    uuid.UUID: _str,
+    PurePath: _str,
+    ipaddress.IPv4Address: _str,
+    ipaddress.IPv6Address: _str,
+    ipaddress.IPv4Network: _str,
+    ipaddress.IPv6Network: _str,
+    ipaddress.IPv4Interface: _str,
+    ipaddress.IPv6Interface: _str,
+    re.Pattern: lambda o, s, d: str(o.pattern) if isinstance(o.pattern, str) else _encode_bytes(o.pattern, s, d),
+    range: lambda o, s, d: repr(o),
+    BaseException: _encode_exception,
+    type: _encode_callable,
+    types.FunctionType: _encode_callable,
+    types.BuiltinFunctionType: _encode_callable,
+    types.MethodType: _encode_callable,
+    types.GeneratorType: lambda o, s, d: safe_repr(o),
+    types.CoroutineType: lambda o, s, d: safe_repr(o),
+}
+_RESOLVED: dict[type, Encoder] = {}
+_optional_loaded: set[str] = set()
+
+
+def _load_optional_encoders() -> None:
+    """Register encoders for optional libraries, once each, after the user has imported them."""
+    if "pydantic" not in _optional_loaded and "pydantic" in sys.modules:
+        _optional_loaded.add("pydantic")
+        with suppress(ModuleNotFoundError, ImportError):
+            import pydantic
+
+            _ENCODERS[pydantic.BaseModel] = _encode_pydantic
+            _ENCODERS[pydantic.SecretStr] = _str
+            _ENCODERS[pydantic.SecretBytes] = _str
+
+
+def _resolve(cls: type) -> Encoder:
+    _load_optional_encoders()
+    for base in cls.__mro__:
+        encoder = _ENCODERS.get(base)
+        if encoder is not None:
+            return encoder
+    if dataclasses.is_dataclass(cls):
+        return _encode_dataclass
+    if issubclass(cls, Mapping):
+        return _encode_mapping
+    if issubclass(cls, Set):
+        return _encode_set
+    if issubclass(cls, Sequence):
+        return _encode_items
+    return lambda o, s, d: safe_repr(o)
+
+
+def _encode(obj: Any, seen: set[int], depth: int) -> JsonValue:
+    cls = type(obj)
+    if cls is str or cls is bool or obj is None:
+        return obj  # type: ignore[no-any-return]
+    try:
+        encoder = _RESOLVED.get(cls)
+        if encoder is None:
+            if len(_RESOLVED) > _MAX_RESOLVED:  # classes made on the fly must not grow this forever
+                _RESOLVED.clear()
+            encoder = _RESOLVED[cls] = _resolve(cls)
+        return encoder(obj, seen, depth)
+    except Exception:
+        return safe_repr(obj)
+
+
+def to_json_value(obj: Any, seen: set[int] | None = None) -> JsonValue:
+    """Convert any value to a JSON-safe tree of dicts, lists, strings, numbers, booleans and None.
+
+    Containers repeated on the current path become `"<cycle>"`; nesting deeper than `MAX_DEPTH`
+    becomes `"<max depth reached>"`; non-finite floats become `"NaN"`, `"Infinity"` or
+    `"-Infinity"`; an object with no known encoding becomes its repr. Never raises.
+
+    Args:
+        obj: The value to convert.
+        seen: Ids of the containers enclosing `obj` (for encoders that recurse).
+
+    Example:
+        >>> to_json_value({"tags": {"b", "a"}, "ratio": float("nan")})
+        {'tags': ['a', 'b'], 'ratio': 'NaN'}
+    """
+    return _encode(obj, set() if seen is None else seen, 0)
+
+
+def _default(obj: Any) -> JsonValue:
+    return to_json_value(obj)
+
+
+_fast_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False,
+                                default=_default).encode
+_plain_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+
+
+def dumps_json(value: Any) -> str:
+    """Serialise any value to a compact JSON string. Never raises.
+
+    Example:
+        >>> dumps_json({"model": "gpt-4o", "stop": ("\\n",), "seed": None})
+        '{"model":"gpt-4o","stop":["\\\\n"],"seed":null}'
+    """
+    try:
+        # The C encoder handles the common case; anything it refuses (cycles, NaN, odd keys,
+        # recursion) goes through the full encoder.
+        return _fast_encode(value)
+    except Exception:
+        pass
+    try:
+        return _plain_encode(to_json_value(value))
+    except Exception:  # pragma: no cover - to_json_value output is always encodable
+        return _plain_encode(safe_repr(value))
+
+
+def json_schema(attrs: Mapping[str, str] | Iterable[str]) -> str:
+    """Logfire's `logfire.json_schema` value for attributes whose values are JSON strings.
+
+    Args:
+        attrs: Attribute key → JSON text (the type is read from the first character), or just
+            the keys (each is then declared an object).
+    """
+    properties: dict[str, dict[str, str]] = {}
+    if isinstance(attrs, Mapping):
+        for key, text in attrs.items():
+            properties[key] = _schema_for(text)
+    else:
+        for key in attrs:
+            properties[key] = {"type": "object"}
+    return _plain_encode({"type": "object", "properties": properties})
+
+
+def _schema_for(text: Any) -> dict[str, str]:
+    first = text.lstrip()[:1] if isinstance(text, str) else ""
+    if first == "[":
+        return {"type": "array"}
+    if first == "{":
+        return {"type": "object"}
+    return {}
+
+
+# -- capping -------------------------------------------------------------------------------------
+
+
+def truncation_marker(removed: int) -> str:
+    """The text appended where `removed` characters were cut off."""
+    return f"…[truncated {removed} chars]"
+
+
+def cap_string(s: str, limit: int) -> str:
+    """Return `s` if it fits in `limit` characters, else a prefix followed by a truncation marker.
+
+    The result is at most `limit` characters long, unless `limit` is shorter than the marker.
+
+    Example:
+        >>> cap_string("x" * 100, 40)
+        'xxxxxxxxxxxxxxxxxx…[truncated 82 chars]'
+    """
+    if len(s) <= limit:
+        return s
+    keep = max(limit - len(truncation_marker(len(s))), 0)
+    return s[:keep] + truncation_marker(len(s) - keep)
+
+
+def _leaf_steps(limit: int) -> list[int]:
+    steps = sorted({limit // 2, limit // 8, limit // 32, 1_024, 256, 64}, reverse=True)
+    return [s for s in steps if 64 <= s <= limit // 2] or [64]
+
+
+def cap_json(text: str, limit: int, *, string_limit: int | None = None) -> tuple[str, bool]:
+    """Bound a JSON string to `limit` characters while keeping it valid JSON.
+
+    Long strings inside are shortened first (each with a truncation marker); if the document is
+    still too large it is replaced by `{"mastrace.truncated": true, "chars": N, "preview": "..."}`.
+    Text that is not JSON is capped as a plain string to `string_limit` (default `limit`).
+
+    Returns:
+        The capped text and whether anything was cut.
+    """
+    if len(text) <= limit:
+        return text, False
+    try:
+        value = json.loads(text)
+    except Exception:
+        return cap_string(text, limit if string_limit is None else string_limit), True
+    try:
+        for step in _leaf_steps(limit):
+            shortened = _plain_encode(_shorten_leaves(value, step))
+            if len(shortened) <= limit:
+                return shortened, True
+    except Exception:  # absurdly deep documents: fall back to the preview
+        pass
+    return _preview_object(text, limit), True
+
+
+def _shorten_leaves(value: Any, limit: int) -> Any:
+    if isinstance(value, str):
+        return cap_string(value, limit)
+    if isinstance(value, list):
+        return [_shorten_leaves(v, limit) for v in value]
+    if isinstance(value, dict):
+        return {cap_string(k, limit): _shorten_leaves(v, limit) for k, v in value.items()}
+    return value
+
+
+def _preview_object(text: str, limit: int) -> str:
+    """A small JSON object standing in for `text`, as long as fits in `limit` characters."""
+    budget = max(limit - 80, 0)
+    while True:
+        preview = cap_string(text, budget) if budget else ""
+        out = _plain_encode({TRUNCATED_KEY: True, "chars": len(text), "preview": preview})
+        if len(out) <= limit or not budget:
+            return out
+        # Escaping can lengthen the preview; shrink in proportion and try again.
+        budget = max(budget - (len(out) - limit) - 8, 0)

@@ -1,0 +1,203 @@
+"""Generators whose body keeps its own context across yields, whichever task pulls the items.
+
+A span opened in the body before the first `yield` stays current for the body on every resume,
+and the consumer never sees it as its own current span. Closing early (`break`, `close()`,
+`aclose()`), cancellation, exceptions and garbage collection end the optional stream span once,
+with the matching status.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterator
+from typing import Any, Generic, TypeVar
+
+from . import semconv
+from ._context import ContextAwaitable
+from ._errors import handle_internal_errors
+from ._tracer import NOOP_SPAN, NoOpSpan, Span
+
+Y = TypeVar("Y")
+S = TypeVar("S")
+
+SpanFactory = Callable[[], "Span | NoOpSpan"]
+
+
+class _StreamSpan:
+    """The optional span around a whole stream, started lazily on the first item."""
+
+    __slots__ = ("_chunks", "_ctx", "_factory", "_span", "done")
+
+    def __init__(self, ctx: contextvars.Context, factory: SpanFactory | None) -> None:
+        self._ctx = ctx
+        self._factory = factory
+        self._span: Span | NoOpSpan = NOOP_SPAN
+        self._chunks = 0
+        self.done = False
+
+    def start(self) -> None:
+        if self._factory is not None:
+            factory, self._factory = self._factory, None
+            with handle_internal_errors("stream span start"):
+                self._span = self._ctx.run(lambda: factory().start())
+
+    def item(self) -> None:
+        self._chunks += 1
+
+    def finish(self, exc: BaseException | None, completed: bool) -> None:
+        if self.done:
+            return
+        self.done = True
+        span = self._span
+        if span is NOOP_SPAN:
+            return
+        with handle_internal_errors("stream span end"):
+            span.set_attribute(semconv.MASTRACE_STREAM_COMPLETED, completed)
+            span.set_attribute(semconv.MASTRACE_STREAM_CHUNKS, self._chunks)
+            try:
+                self._ctx.run(span.end, exc)
+            except RuntimeError:  # the context is entered elsewhere (finalizer): end without detaching
+                span.end(exc)
+
+
+class TracedGenerator(Generator[Y, S, Any], Generic[Y, S]):
+    """A generator proxy that runs every step of `gen` inside one fixed context."""
+
+    def __init__(self, gen: Generator[Y, S, Any], ctx: contextvars.Context | None = None,
+                 span: SpanFactory | None = None) -> None:
+        self._gen = gen
+        self._ctx = ctx if ctx is not None else contextvars.copy_context()
+        self._stream = _StreamSpan(self._ctx, span)
+
+    def __iter__(self) -> Iterator[Y]:
+        return self
+
+    def __next__(self) -> Y:
+        return self.send(None)  # type: ignore[arg-type]
+
+    def send(self, value: S) -> Y:
+        return self._step(self._gen.send, value)
+
+    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Y:  # type: ignore[override]
+        exc = typ if isinstance(typ, BaseException) else (typ(val) if val is None or not isinstance(val, BaseException)
+                                                          else val)
+        return self._step(self._gen.throw, exc)
+
+    def _step(self, fn: Callable[[Any], Y], arg: Any) -> Y:
+        stream = self._stream
+        stream.start()
+        try:
+            item = self._ctx.run(fn, arg)
+        except StopIteration:
+            stream.finish(None, completed=True)
+            raise
+        except BaseException as exc:
+            stream.finish(exc, completed=False)
+            raise
+        stream.item()
+        return item
+
+    def close(self) -> None:
+        if self._stream.done:
+            return
+        try:
+            self._ctx.run(self._gen.close)
+        except BaseException as exc:
+            self._stream.finish(exc, completed=False)
+            raise
+        self._stream.finish(None, completed=False)
+
+    def __del__(self) -> None:
+        if not self._stream.done:
+            with handle_internal_errors("generator finalizer"):
+                try:
+                    self.close()
+                except RuntimeError:  # context entered elsewhere
+                    self._stream.finish(None, completed=False)
+
+
+class TracedAsyncGenerator(AsyncGenerator[Y, S], Generic[Y, S]):
+    """An async generator proxy that runs every step of `agen` inside one fixed context."""
+
+    def __init__(self, agen: AsyncGenerator[Y, S], ctx: contextvars.Context | None = None,
+                 span: SpanFactory | None = None) -> None:
+        self._agen = agen
+        self._ctx = ctx if ctx is not None else contextvars.copy_context()
+        self._stream = _StreamSpan(self._ctx, span)
+
+    def __aiter__(self) -> AsyncIterator[Y]:
+        return self
+
+    def __anext__(self) -> Any:
+        return self.asend(None)  # type: ignore[arg-type]
+
+    async def asend(self, value: S) -> Y:
+        return await self._step(self._agen.asend(value))
+
+    async def athrow(self, typ: Any, val: Any = None, tb: Any = None) -> Y:  # type: ignore[override]
+        exc = typ if isinstance(typ, BaseException) else (typ() if val is None else val)
+        return await self._step(self._agen.athrow(exc))
+
+    async def _step(self, awaitable: Any) -> Y:
+        stream = self._stream
+        stream.start()
+        try:
+            item: Y = await ContextAwaitable(self._ctx, awaitable)
+        except StopAsyncIteration:
+            stream.finish(None, completed=True)
+            raise
+        except BaseException as exc:
+            stream.finish(exc, completed=False)
+            raise
+        stream.item()
+        return item
+
+    async def aclose(self) -> None:
+        if self._stream.done:
+            return
+        try:
+            await ContextAwaitable(self._ctx, self._agen.aclose())
+        except BaseException as exc:
+            self._stream.finish(exc, completed=False)
+            raise
+        self._stream.finish(None, completed=False)
+
+    def __del__(self) -> None:
+        # The wrapped generator is finalized by the event loop's async-generator hooks; here we
+        # only make sure the stream span ends (once) if the consumer dropped us unfinished.
+        if not self._stream.done:
+            with handle_internal_errors("async generator finalizer"):
+                self._stream.finish(None, completed=False)
+
+
+def traced_stream(stream: Any, name: str | None = None, attributes: dict[str, Any] | None = None,
+                  *, tracer: Any = None) -> Any:
+    """Pin a generator's body to its own context; optionally wrap the whole stream in a span.
+
+    Use it for a generator you did not decorate with `@mastrace.instrument`, when its items are
+    pulled from different tasks (for example a new `asyncio.create_task(anext(stream))` per chunk):
+    spans the body opens keep nesting under the body's own spans, not the consumer's.
+
+    Args:
+        stream: A sync or async generator (not yet started, or started inside this context).
+        name: If given, a span with this name covers the stream from first item to end.
+        attributes: Attributes for that span.
+        tracer: The `mastrace.Tracer` to use for the span (default `mastrace.get_tracer()`).
+
+    Example:
+        >>> async def chunks():
+        ...     yield "a"
+        >>> stream = mastrace.traced_stream(chunks())  # doctest: +SKIP
+    """
+    factory: SpanFactory | None = None
+    if name is not None:
+        from ._tracer import get_tracer
+
+        t = tracer or get_tracer()
+        factory = lambda: t.span(name, attributes)  # noqa: E731
+    ctx = contextvars.copy_context()
+    if hasattr(stream, "__anext__") and hasattr(stream, "asend"):
+        return TracedAsyncGenerator(stream, ctx, factory)
+    if hasattr(stream, "__next__") and hasattr(stream, "send"):
+        return TracedGenerator(stream, ctx, factory)
+    raise TypeError(f"traced_stream() takes a generator or async generator, not {type(stream).__name__}")

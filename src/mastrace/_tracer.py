@@ -1,0 +1,435 @@
+"""The tracer facade: `get_tracer()`, `tracer.span(...)`, `tracer.event(...)` and the no-op path.
+
+A `Span` is its own context manager (sync and async) and the handle you set attributes on. It
+attaches itself to the OpenTelemetry context directly through the context variable, so that
+leaving it in another context than the one it entered (a generator resumed by another task) is
+handled quietly: the span ends, the context is restored, and the event is counted, never logged
+as "Failed to detach context".
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from enum import Enum
+from types import TracebackType
+from typing import Any, Literal
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode
+from opentelemetry.util.types import AttributeValue
+
+from . import semconv
+from ._errors import handle_internal_errors
+from ._snapshot import dumps_json, json_schema
+from ._state import STATE, bump
+
+__all__ = ["NOOP_SPAN", "NoOpSpan", "Span", "Tracer", "get_tracer"]
+
+_SPAN_KEY = trace._SPAN_KEY  # type: ignore[attr-defined]
+try:  # the SDK's default runtime context keeps the current Context in one ContextVar
+    from opentelemetry.context import _RUNTIME_CONTEXT  # type: ignore[attr-defined]
+
+    _VAR: contextvars.ContextVar[Context] | None = _RUNTIME_CONTEXT._current_context
+except (ImportError, AttributeError):  # pragma: no cover - a custom runtime context
+    _VAR = None
+
+_EMPTY = Context()
+_PRIMITIVE = (str, bool, int, float)
+_LEVELS = {"debug": 5, "info": semconv.LEVEL_INFO, "warn": semconv.LEVEL_WARN, "warning": semconv.LEVEL_WARN,
+           "error": semconv.LEVEL_ERROR}
+
+
+def coerce_attribute(value: Any) -> tuple[AttributeValue | None, bool]:
+    """Turn any value into a valid OpenTelemetry attribute value.
+
+    Returns the value and whether it was encoded as a JSON string. `None` is dropped.
+    """
+    t = type(value)
+    if t is str or t is int or t is float or t is bool:
+        return value, False
+    if value is None:
+        return None, False
+    if (t is list or t is tuple) and value:
+        first = type(value[0])
+        if first in _PRIMITIVE and all(type(v) is first for v in value):
+            return tuple(value), False
+    if isinstance(value, Enum):
+        inner = value.value
+        return (inner if type(inner) in _PRIMITIVE else str(value)), False
+    for base in _PRIMITIVE:  # subclasses of str/bool/int/float
+        if isinstance(value, base):
+            return base(value), False
+    return dumps_json(value), True
+
+
+def _clean_attributes(attributes: Mapping[str, Any]) -> tuple[dict[str, AttributeValue], list[str] | None]:
+    out: dict[str, AttributeValue] = {}
+    json_keys: list[str] | None = None
+    for key, value in attributes.items():
+        t = type(value)
+        if t is str or t is int or t is float or t is bool:
+            out[key] = value
+            continue
+        coerced, is_json = coerce_attribute(value)
+        if coerced is None:
+            continue
+        out[key] = coerced
+        if is_json:
+            (json_keys := json_keys or []).append(key)
+    return out, json_keys
+
+
+def _to_link(link: Any) -> Link | None:
+    if isinstance(link, Link):
+        return link
+    if isinstance(link, SpanContext):
+        return Link(link)
+    if isinstance(link, (Span, NoOpSpan)):
+        ctx = link.span_context
+        return Link(ctx) if ctx is not None and ctx.is_valid else None
+    if isinstance(link, trace.Span):
+        return Link(link.get_span_context())
+    return None
+
+
+_STATUS = {"ok": StatusCode.OK, "error": StatusCode.ERROR, "unset": StatusCode.UNSET}
+
+
+class Span:
+    """A span being recorded: a context manager (sync or async) and the handle to annotate it.
+
+    Created by `Tracer.span()`; the OpenTelemetry span starts on `__enter__` and ends on
+    `__exit__`. An exception leaving the block is recorded and sets the status to error.
+    """
+
+    __slots__ = ("_attrs", "_ctx", "_json_keys", "_kind", "_links", "_name", "_otel", "_span", "_token")
+
+    def __init__(self, otel_tracer: trace.Tracer, name: str, attributes: Mapping[str, Any] | None,
+                 kind: SpanKind | None, links: Sequence[Any] | None) -> None:
+        self._otel = otel_tracer
+        self._name = name
+        self._attrs = attributes
+        self._kind = kind
+        self._links = links
+        self._span: trace.Span | None = None
+        self._token: contextvars.Token[Context] | None = None
+        self._ctx: Context | None = None
+        self._json_keys: list[str] | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def start(self, *, attach: bool = True) -> Span:
+        """Start the span now; with `attach`, make it the current span (what `__enter__` does)."""
+        if self._span is not None:
+            return self
+        attrs: dict[str, AttributeValue] | None = None
+        if self._attrs:
+            attrs, self._json_keys = _clean_attributes(self._attrs)
+        links = None
+        if self._links:
+            links = [lk for lk in map(_to_link, self._links) if lk is not None]
+        var = _VAR
+        parent = var.get() if var is not None else otel_context.get_current()
+        span = self._otel.start_span(self._name, parent, self._kind or SpanKind.INTERNAL, attrs, links)
+        self._span = span
+        if attach:
+            ctx = Context({**parent, _SPAN_KEY: span})
+            self._ctx = ctx
+            self._token = var.set(ctx) if var is not None else otel_context.attach(ctx)
+        return self
+
+    def __enter__(self) -> Span:
+        with handle_internal_errors("span start"):
+            return self.start()
+        return self  # pragma: no cover - only when the start failed outside tests
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        with handle_internal_errors("span end"):
+            self.end(exc)
+
+    async def __aenter__(self) -> Span:
+        return self.__enter__()
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        self.__exit__(exc_type, exc, tb)
+
+    def end(self, exc: BaseException | None = None, *, end_time: int | None = None) -> None:
+        """End the span (once; later calls do nothing) and restore the context it replaced."""
+        span = self._span
+        if span is None:
+            self._detach()
+            return
+        self._span = None
+        if exc is not None and not isinstance(exc, GeneratorExit):
+            self._record_error(span, exc)
+        if self._json_keys:
+            span.set_attribute(semconv.LOGFIRE_JSON_SCHEMA, json_schema(self._json_keys))
+        span.end(end_time)
+        self._detach()
+
+    def _detach(self) -> None:
+        token = self._token
+        if token is None:
+            return
+        self._token = None
+        var = _VAR
+        if var is None:  # pragma: no cover
+            otel_context.detach(token)
+            return
+        try:
+            var.reset(token)
+        except ValueError:
+            # Left in another context than the one it entered (a generator resumed by another
+            # task, a handle passed between threads). Restore the parent there if we are current.
+            bump("cross_context_exits")
+            if var.get() is self._ctx:
+                old = token.old_value
+                var.set(_EMPTY if old is contextvars.Token.MISSING else old)
+        except RuntimeError:  # token already used
+            bump("cross_context_exits")
+
+    @staticmethod
+    def _record_error(span: trace.Span, exc: BaseException) -> None:
+        span.record_exception(exc, escaped=True)
+        span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+
+    # -- annotation -------------------------------------------------------------------------------
+    def set_attribute(self, key: str, value: Any) -> None:
+        """Set one attribute. Any value is accepted: non-primitive values become JSON strings."""
+        span = self._span
+        if span is None:
+            return
+        t = type(value)
+        if t is str or t is int or t is float or t is bool:
+            span.set_attribute(key, value)
+            return
+        with handle_internal_errors("set_attribute"):
+            coerced, is_json = coerce_attribute(value)
+            if coerced is None:
+                return
+            span.set_attribute(key, coerced)
+            if is_json:
+                keys = self._json_keys if self._json_keys is not None else []
+                if key not in keys:
+                    keys.append(key)
+                self._json_keys = keys
+
+    def set_attributes(self, attributes: Mapping[str, Any]) -> None:
+        """Set several attributes at once."""
+        for key, value in attributes.items():
+            self.set_attribute(key, value)
+
+    def add_event(self, name: str, attributes: Mapping[str, Any] | None = None,
+                  timestamp: int | None = None) -> None:
+        """Add a timestamped event to the span."""
+        span = self._span
+        if span is None:
+            return
+        with handle_internal_errors("add_event"):
+            attrs = _clean_attributes(attributes)[0] if attributes else None
+            span.add_event(name, attrs, timestamp)
+
+    def record_exception(self, exc: BaseException, attributes: Mapping[str, Any] | None = None) -> None:
+        """Record an exception as an event on the span (the status is not changed)."""
+        span = self._span
+        if span is None:
+            return
+        with handle_internal_errors("record_exception"):
+            attrs = _clean_attributes(attributes)[0] if attributes else None
+            span.record_exception(exc, attrs)
+
+    def set_status(self, status: StatusCode | Literal["ok", "error", "unset"], description: str | None = None
+                   ) -> None:
+        """Set the span status: `"ok"`, `"error"` (with a description) or `"unset"`."""
+        span = self._span
+        if span is None:
+            return
+        with handle_internal_errors("set_status"):
+            code = _STATUS[status] if isinstance(status, str) else status
+            span.set_status(Status(code, description if code is StatusCode.ERROR else None))
+
+    # -- introspection ----------------------------------------------------------------------------
+    @property
+    def span_context(self) -> SpanContext | None:
+        """The OpenTelemetry span context (trace and span ids), or None before the span starts."""
+        span = self._span
+        return span.get_span_context() if span is not None else None
+
+    @property
+    def otel_span(self) -> trace.Span | None:
+        """The underlying OpenTelemetry span while it is recording."""
+        return self._span
+
+    @property
+    def name(self) -> str:
+        """The span name."""
+        return self._name
+
+    def is_recording(self) -> bool:
+        """Whether the span is started, not ended, and sampled."""
+        return self._span is not None and self._span.is_recording()
+
+
+class NoOpSpan:
+    """The span handle mastrace hands out when it is not configured or is disabled.
+
+    Every method does nothing; it is a singleton, so the no-op path allocates nothing.
+    """
+
+    __slots__ = ()
+
+    def __enter__(self) -> NoOpSpan:
+        return self
+
+    def __exit__(self, *args: object) -> None:
+        return None
+
+    async def __aenter__(self) -> NoOpSpan:
+        return self
+
+    async def __aexit__(self, *args: object) -> None:
+        return None
+
+    def start(self, *, attach: bool = True) -> NoOpSpan:
+        return self
+
+    def end(self, exc: BaseException | None = None, *, end_time: int | None = None) -> None:
+        return None
+
+    def set_attribute(self, key: str, value: Any) -> None:
+        return None
+
+    def set_attributes(self, attributes: Mapping[str, Any]) -> None:
+        return None
+
+    def add_event(self, name: str, attributes: Mapping[str, Any] | None = None,
+                  timestamp: int | None = None) -> None:
+        return None
+
+    def record_exception(self, exc: BaseException, attributes: Mapping[str, Any] | None = None) -> None:
+        return None
+
+    def set_status(self, status: Any, description: str | None = None) -> None:
+        return None
+
+    @property
+    def span_context(self) -> None:
+        return None
+
+    @property
+    def otel_span(self) -> None:
+        return None
+
+    @property
+    def name(self) -> str:
+        return ""
+
+    def is_recording(self) -> bool:
+        return False
+
+
+NOOP_SPAN = NoOpSpan()
+
+
+class Tracer:
+    """Creates mastrace spans. Get one with `mastrace.get_tracer()`.
+
+    A tracer made before `configure()` starts recording as soon as `configure()` runs.
+    """
+
+    __slots__ = ("_gen", "_otel", "name", "version")
+
+    def __init__(self, name: str = "mastrace", version: str | None = None) -> None:
+        self.name = name
+        self.version = version
+        self._otel: trace.Tracer | None = None
+        self._gen = -1
+
+    def _otel_tracer(self) -> trace.Tracer | None:
+        state = STATE
+        if self._gen != state.generation:
+            provider = state.provider
+            self._otel = provider.get_tracer(self.name, self.version) if provider is not None else None
+            self._gen = state.generation
+        return self._otel
+
+    def span(self, name: str, attributes: Mapping[str, Any] | None = None, *, kind: SpanKind | None = None,
+             links: Sequence[Any] | None = None) -> Span | NoOpSpan:
+        """Return a span to use as `with tracer.span(...) as span:` (or `async with`).
+
+        Args:
+            name: The span name, e.g. `"coordination.session"`. Keep it low-cardinality.
+            attributes: Initial attributes; any value is accepted (see `Span.set_attribute`).
+            kind: The OpenTelemetry span kind (default internal).
+            links: Spans to link to: mastrace spans, OpenTelemetry spans, span contexts or links.
+
+        Example:
+            >>> import mastrace
+            >>> tracer = mastrace.get_tracer()
+            >>> with tracer.span("coordination.session", attributes={"massgen.task": "demo"}) as span:
+            ...     span.set_attribute("massgen.outcome", "vote")
+        """
+        otel = self._otel if self._gen == STATE.generation else self._otel_tracer()
+        if otel is None:
+            return NOOP_SPAN
+        return Span(otel, name, attributes, kind, links)
+
+    def event(self, name: str, *, level: str = "info", **attributes: Any) -> None:
+        """Record a zero-duration, log-style span under the current span.
+
+        It carries `logfire.span_type = "log"` and `logfire.msg`, so Logfire shows it as a log.
+
+        Example:
+            >>> mastrace.get_tracer().event("Coordination event: winner_selected", winner="agent_a")
+        """
+        otel = self._otel if self._gen == STATE.generation else self._otel_tracer()
+        if otel is None:
+            return
+        with handle_internal_errors("event"):
+            attrs: dict[str, Any] = {semconv.LOGFIRE_SPAN_TYPE: "log", semconv.LOGFIRE_MSG: name,
+                                     semconv.LOGFIRE_LEVEL_NUM: _LEVELS.get(level, semconv.LEVEL_INFO)}
+            attrs.update(attributes)
+            span = Span(otel, name, attrs, None, None).start(attach=False)
+            otel_span = span.otel_span
+            if otel_span is not None:
+                if level in ("error",):
+                    otel_span.set_status(Status(StatusCode.ERROR, name))
+                start = getattr(otel_span, "start_time", None) or time.time_ns()
+                span.end(end_time=start)
+
+    def start_span(self, name: str, attributes: Mapping[str, Any] | None = None, *,
+                   kind: SpanKind | None = None, links: Sequence[Any] | None = None) -> Span | NoOpSpan:
+        """Start a span that is not made current; call `.end()` on it yourself."""
+        return self.span(name, attributes, kind=kind, links=links).start(attach=False)
+
+
+_TRACERS: dict[tuple[str, str | None], Tracer] = {}
+
+
+def get_tracer(name: str = "mastrace", version: str | None = None) -> Tracer:
+    """Return the tracer for a component (cached per name).
+
+    Example:
+        >>> import mastrace
+        >>> tracer = mastrace.get_tracer("my_agents")
+    """
+    key = (name, version)
+    tracer = _TRACERS.get(key)
+    if tracer is None:
+        tracer = _TRACERS[key] = Tracer(name, version)
+    return tracer
+
+
+def current_span_context() -> SpanContext | None:
+    """The span context of the current span, or None when there is none."""
+    ctx = trace.get_current_span().get_span_context()
+    return ctx if ctx.is_valid else None
+
+
+def _iter_links(links: Iterable[Any]) -> list[Link]:  # used by mixins
+    return [lk for lk in map(_to_link, links) if lk is not None]

@@ -1,0 +1,308 @@
+"""Turn finished OpenTelemetry spans into NDJSON lines of the local store.
+
+This runs on the export thread for every span, so it is written for speed: the parts that depend
+only on the span's resource or instrumentation scope are encoded once and cached by object
+identity, fields that are usually empty are left out of the line, and the line itself is one
+f-string. Anything a fast path cannot encode (NaN, an unexpected type) goes through a slower,
+sanitising path instead of failing the span.
+
+The stored fields and the `records` columns derived from them are described in `_schema.py`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timedelta, timezone
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import SpanKind, StatusCode
+
+from .. import semconv
+
+__all__ = ["RowEncoder", "span_to_dict"]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_STATUS_NAMES = {StatusCode.UNSET: "UNSET", StatusCode.OK: "OK", StatusCode.ERROR: "ERROR"}
+_KIND_NAMES = {kind: kind.name.lower() for kind in SpanKind}
+# Logfire turns these attributes into columns of their own, so they leave `attributes`.
+_COLUMN_KEYS = frozenset(
+    {
+        semconv.LOGFIRE_JSON_SCHEMA,
+        semconv.LOGFIRE_MSG,
+        semconv.LOGFIRE_SPAN_TYPE,
+        semconv.LOGFIRE_TAGS,
+        semconv.LOGFIRE_LEVEL_NUM,
+    }
+)
+_CACHE_LIMIT = 256
+
+
+
+def _refuse(value: Any) -> Any:
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def _make_encoder() -> Callable[[Any], str]:
+    # json.JSONEncoder.encode builds a C encoder on every call; building it once halves the cost
+    # of encoding a small attribute dict.
+    slow = json.JSONEncoder(ensure_ascii=False, check_circular=False, allow_nan=False, separators=(",", ":"))
+    if c_make_encoder is None:  # pragma: no cover - CPython always has the accelerator
+        return slow.encode
+    try:
+        fast = c_make_encoder(None, _refuse, encode_basestring, None, ":", ",", False, False, False)
+    except TypeError:  # pragma: no cover - a different accelerator signature
+        return slow.encode
+
+    def encode(value: Any) -> str:
+        return "".join(fast(value, 0))
+
+    return encode
+
+
+_encode = _make_encoder()
+
+
+def _sanitize(value: Any) -> Any:
+    """A JSON-safe copy of `value`: non-finite floats become strings, unknown types their repr."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, Mapping):
+        return {str(k): _sanitize(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_sanitize(v) for v in value]
+    try:
+        return repr(value)
+    except Exception:
+        return f"<unrepresentable {type(value).__name__}>"
+
+
+def _dumps(value: Any) -> str:
+    """Compact JSON for `value`, falling back to a sanitised copy when it is not plain JSON."""
+    try:
+        return _encode(value)
+    except (ValueError, TypeError):
+        return _encode(_sanitize(value))
+
+
+def _fields(mapping: Mapping[str, Any]) -> str:
+    """`mapping` encoded as JSON object members (no braces), with a leading comma when non-empty."""
+    return "," + _dumps(mapping)[1:-1] if mapping else ""
+
+
+def _iso(ns: int) -> str:
+    return (_EPOCH + timedelta(microseconds=ns // 1000)).isoformat().replace("+00:00", "Z")
+
+
+def _attribute_dict(span: ReadableSpan) -> Mapping[str, Any]:
+    # ReadableSpan.attributes builds a MappingProxy per call; the SDK's BoundedAttributes keeps a
+    # plain dict that the C JSON encoder serialises directly.
+    raw = getattr(span, "_attributes", None)
+    if type(raw) is dict:
+        return raw
+    inner = getattr(raw, "_dict", None)
+    if type(inner) is dict:
+        return inner
+    return dict(span.attributes or {})
+
+
+def _resource_fields(resource: Any) -> str:
+    attrs = dict(resource.attributes) if resource is not None else {}
+    fields: dict[str, Any] = {
+        "service_namespace": attrs.get("service.namespace"),
+        "service_name": attrs.get("service.name"),
+        "service_version": attrs.get("service.version"),
+        "service_instance_id": attrs.get("service.instance.id"),
+        "otel_resource_attributes": attrs,
+    }
+    pid = attrs.get("process.pid")
+    if isinstance(pid, int) and not isinstance(pid, bool):
+        fields["process_pid"] = pid
+    for key in ("service_namespace", "service_name", "service_version", "service_instance_id"):
+        value = fields[key]
+        if value is None:
+            del fields[key]
+        elif not isinstance(value, str):
+            fields[key] = str(value)
+    return _fields(fields)
+
+
+def _scope_fields(scope: Any) -> str:
+    if scope is None:
+        return ""
+    fields = {
+        "otel_scope_name": scope.name,
+        "otel_scope_version": scope.version,
+        "otel_scope_attributes": dict(scope.attributes or {}) or None,
+    }
+    return _fields({k: v for k, v in fields.items() if v is not None})
+
+
+def _event_fields(events: Sequence[Any], extras: dict[str, Any]) -> bool:
+    """Add `otel_events` and the last exception's details to `extras`; return whether one exists."""
+    encoded = []
+    exception = None
+    for event in events:
+        attrs = dict(event.attributes or {})
+        encoded.append({"name": event.name, "timestamp": _iso(event.timestamp), "attributes": attrs})
+        if event.name == "exception":
+            exception = attrs
+    extras["otel_events"] = encoded
+    if exception is None:
+        return False
+    extras["is_exception"] = True
+    for column, key in (
+        ("exception_type", "exception.type"),
+        ("exception_message", "exception.message"),
+        ("exception_stacktrace", "exception.stacktrace"),
+    ):
+        if key in exception:
+            extras[column] = str(exception[key])
+    return True
+
+
+def _link_list(links: Sequence[Any]) -> list[dict[str, Any]]:
+    return [
+        {
+            "trace_id": f"{link.context.trace_id:032x}",
+            "span_id": f"{link.context.span_id:016x}",
+            "attributes": dict(link.attributes or {}),
+        }
+        for link in links
+    ]
+
+
+class RowEncoder:
+    """Encodes `ReadableSpan`s as store lines, caching the per-resource and per-scope parts.
+
+    One instance belongs to one exporter; it is not thread-safe by itself only in the sense that
+    two threads may both fill a cache entry, which is harmless.
+    """
+
+    def __init__(self) -> None:
+        self._resources: dict[int, tuple[Any, str]] = {}
+        self._scopes: dict[int, tuple[Any, str]] = {}
+        self._schemas: dict[str, tuple[str, ...]] = {}
+
+    def encode(self, spans: Iterable[ReadableSpan], created_ns: int) -> tuple[bytes, int]:
+        """Encode `spans` as UTF-8 NDJSON; return the bytes and how many spans could not be encoded."""
+        lines = []
+        failed = 0
+        line = self.line
+        for span in spans:
+            try:
+                lines.append(line(span, created_ns))
+            except Exception:
+                failed += 1
+        # Lone surrogates cannot be UTF-8; "replace" keeps the JSON valid (they sit inside strings).
+        return "".join(lines).encode("utf-8", "replace"), failed
+
+    def line(self, span: ReadableSpan, created_ns: int) -> str:
+        """One NDJSON line (with its newline) for `span`."""
+        ctx = span.context
+        parent = span.parent
+        attrs = _attribute_dict(span)
+        extras: dict[str, Any] = {}
+        level = None
+        span_type = "span"
+        if not _COLUMN_KEYS.isdisjoint(attrs):
+            attrs, level, span_type = self._logfire_columns(attrs, extras)
+        # The private fields skip the tuple copy that the public properties make on every access.
+        events = getattr(span, "_events", None)
+        if events is None:
+            events = span.events
+        has_exception = _event_fields(events, extras) if events else False
+        links = getattr(span, "_links", None)
+        if links is None:
+            links = span.links
+        if links:
+            extras["otel_links"] = _link_list(links)
+        status = span.status
+        code = status.status_code
+        if status.description:
+            extras["otel_status_message"] = status.description
+        if level is None:
+            level = 17 if has_exception or code is StatusCode.ERROR else 9
+        parent_field = f'"parent_span_id":"{parent.span_id:016x}",' if parent is not None else ""
+        start = span.start_time or created_ns
+        end = span.end_time or start
+        return (
+            f'{{"trace_id":"{ctx.trace_id:032x}","span_id":"{ctx.span_id:016x}",'
+            f'{parent_field}"start_ns":{start},"end_ns":{end},"created_ns":{created_ns},'
+            f'"span_name":{encode_basestring(span.name)},"level":{level},"span_type":"{span_type}",'
+            f'"otel_kind":"{_KIND_NAMES.get(span.kind, "internal")}",'
+            f'"otel_status_code":"{_STATUS_NAMES.get(code, "UNSET")}","attributes":{_dumps(attrs)}'
+            f"{_fields(extras) if extras else ''}{self._scope(span.instrumentation_scope)}"
+            f"{self._resource(span.resource)}}}\n"
+        )
+
+    def _logfire_columns(
+        self, attrs: Mapping[str, Any], extras: dict[str, Any]
+    ) -> tuple[dict[str, Any], int | None, str]:
+        """Move Logfire's column attributes into `extras`; expand JSON strings named in the schema."""
+        out = {k: v for k, v in attrs.items() if k not in _COLUMN_KEYS}
+        level = attrs.get(semconv.LOGFIRE_LEVEL_NUM)
+        if level is not None:
+            try:
+                level = int(level)
+            except (TypeError, ValueError):
+                level = None
+        span_type = "log" if attrs.get(semconv.LOGFIRE_SPAN_TYPE) == "log" else "span"
+        msg = attrs.get(semconv.LOGFIRE_MSG)
+        if msg is not None:
+            extras["message"] = str(msg)
+        tags = attrs.get(semconv.LOGFIRE_TAGS)
+        if tags:
+            extras["tags"] = [str(t) for t in ((tags,) if isinstance(tags, str) else tags)]
+        schema = attrs.get(semconv.LOGFIRE_JSON_SCHEMA)
+        if isinstance(schema, str):
+            extras["attributes_json_schema"] = schema
+            for key in self._schema_keys(schema):
+                value = out.get(key)
+                if type(value) is str and value[:1] in ("{", "["):
+                    try:
+                        out[key] = json.loads(value)
+                    except ValueError:
+                        pass
+        return out, level, span_type
+
+    def _schema_keys(self, schema: str) -> tuple[str, ...]:
+        keys = self._schemas.get(schema)
+        if keys is None:
+            try:
+                properties = json.loads(schema).get("properties") or {}
+                keys = tuple(properties) if isinstance(properties, dict) else ()
+            except (ValueError, AttributeError):
+                keys = ()
+            if len(self._schemas) >= _CACHE_LIMIT:
+                self._schemas.clear()
+            self._schemas[schema] = keys
+        return keys
+
+    def _resource(self, resource: Any) -> str:
+        entry = self._resources.get(id(resource))
+        if entry is None or entry[0] is not resource:
+            # Keeping the object in the entry stops its id from being reused while cached.
+            if len(self._resources) >= _CACHE_LIMIT:
+                self._resources.clear()
+            entry = self._resources[id(resource)] = (resource, _resource_fields(resource))
+        return entry[1]
+
+    def _scope(self, scope: Any) -> str:
+        entry = self._scopes.get(id(scope))
+        if entry is None or entry[0] is not scope:
+            if len(self._scopes) >= _CACHE_LIMIT:
+                self._scopes.clear()
+            entry = self._scopes[id(scope)] = (scope, _scope_fields(scope))
+        return entry[1]
+
+
+def span_to_dict(span: ReadableSpan, created_ns: int = 0) -> dict[str, Any]:
+    """The stored fields of `span` as a dict: exactly what one line of a segment file holds."""
+    result: dict[str, Any] = json.loads(RowEncoder().line(span, created_ns))
+    return result

@@ -1,0 +1,145 @@
+"""The layout of the local store: segment files on disk and the `records` view over them.
+
+This module is the only place column names live. Two shapes are described here:
+
+- the *stored fields*: the keys of one NDJSON line in a segment file, written by `_rows.py`. Fields
+  that are usually empty (``message``, ``tags``, events, links, exception details) are left out of a
+  line when they have no value, which keeps lines short and the writer fast;
+- the *columns* of the `records` view that DuckDB exposes, named and typed like Logfire's `records`
+  table, each an SQL expression over the stored fields.
+
+Timestamps are stored as integer nanoseconds since the epoch and exposed as naive UTC ``TIMESTAMP``
+values (microseconds), so that DuckDB hands them to Python without needing ``pytz``.
+
+Links are stored as ``[{"trace_id", "span_id", "attributes"}]`` and events as
+``[{"name", "timestamp", "attributes"}]`` with an ISO-8601 UTC timestamp.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = [
+    "COLUMNS",
+    "COLUMN_NAMES",
+    "SEGMENTS_DIR",
+    "SEGMENT_SUFFIX",
+    "STORED_FIELDS",
+    "VIEW_NAME",
+    "empty_source_sql",
+    "read_json_sql",
+    "view_sql",
+]
+
+VIEW_NAME: Final = "records"
+SEGMENTS_DIR: Final = "segments"
+SEGMENT_SUFFIX: Final = ".ndjson"
+
+# Stored field -> DuckDB type used when reading the NDJSON segments.
+STORED_FIELDS: Final[dict[str, str]] = {
+    "trace_id": "VARCHAR",
+    "span_id": "VARCHAR",
+    "parent_span_id": "VARCHAR",
+    "start_ns": "BIGINT",
+    "end_ns": "BIGINT",
+    "created_ns": "BIGINT",
+    "span_name": "VARCHAR",
+    "message": "VARCHAR",
+    "level": "SMALLINT",
+    "span_type": "VARCHAR",
+    "otel_kind": "VARCHAR",
+    "attributes": "JSON",
+    "attributes_json_schema": "VARCHAR",
+    "tags": "VARCHAR[]",
+    "otel_links": "JSON",
+    "otel_events": "JSON",
+    "is_exception": "BOOLEAN",
+    "exception_type": "VARCHAR",
+    "exception_message": "VARCHAR",
+    "exception_stacktrace": "VARCHAR",
+    "otel_status_code": "VARCHAR",
+    "otel_status_message": "VARCHAR",
+    "otel_scope_name": "VARCHAR",
+    "otel_scope_version": "VARCHAR",
+    "otel_scope_attributes": "JSON",
+    "service_namespace": "VARCHAR",
+    "service_name": "VARCHAR",
+    "service_version": "VARCHAR",
+    "service_instance_id": "VARCHAR",
+    "process_pid": "INTEGER",
+    "otel_resource_attributes": "JSON",
+}
+
+# View column -> (DuckDB type, SQL expression over the stored fields), in Logfire's column order.
+COLUMNS: Final[dict[str, tuple[str, str]]] = {
+    "start_timestamp": ("TIMESTAMP", "make_timestamp(start_ns // 1000)"),
+    "end_timestamp": ("TIMESTAMP", "make_timestamp(end_ns // 1000)"),
+    "duration": ("DOUBLE", "(end_ns - start_ns) / 1e9"),
+    "created_at": ("TIMESTAMP", "make_timestamp(created_ns // 1000)"),
+    "trace_id": ("VARCHAR", "trace_id"),
+    "span_id": ("VARCHAR", "span_id"),
+    "parent_span_id": ("VARCHAR", "parent_span_id"),
+    "kind": ("VARCHAR", "coalesce(span_type, 'span')"),
+    "level": ("SMALLINT", "coalesce(level, 9)"),
+    "span_name": ("VARCHAR", "span_name"),
+    "message": ("VARCHAR", "coalesce(message, span_name)"),
+    "attributes": ("JSON", "coalesce(attributes, '{}')"),
+    "attributes_json_schema": ("VARCHAR", "attributes_json_schema"),
+    "tags": ("VARCHAR[]", "coalesce(tags, []::VARCHAR[])"),
+    "otel_links": ("JSON", "coalesce(otel_links, '[]')"),
+    "otel_events": ("JSON", "coalesce(otel_events, '[]')"),
+    "is_exception": ("BOOLEAN", "coalesce(is_exception, false)"),
+    "exception_type": ("VARCHAR", "exception_type"),
+    "exception_message": ("VARCHAR", "exception_message"),
+    "exception_stacktrace": ("VARCHAR", "exception_stacktrace"),
+    "otel_status_code": ("VARCHAR", "coalesce(otel_status_code, 'UNSET')"),
+    "otel_status_message": ("VARCHAR", "otel_status_message"),
+    "otel_scope_name": ("VARCHAR", "otel_scope_name"),
+    "otel_scope_version": ("VARCHAR", "otel_scope_version"),
+    "otel_scope_attributes": ("JSON", "coalesce(otel_scope_attributes, '{}')"),
+    "service_namespace": ("VARCHAR", "service_namespace"),
+    "service_name": ("VARCHAR", "service_name"),
+    "service_version": ("VARCHAR", "service_version"),
+    "service_instance_id": ("VARCHAR", "service_instance_id"),
+    "process_pid": ("INTEGER", "process_pid"),
+    "span_type": ("VARCHAR", "coalesce(span_type, 'span')"),
+    "otel_kind": ("VARCHAR", "coalesce(otel_kind, 'internal')"),
+    "otel_resource_attributes": ("JSON", "coalesce(otel_resource_attributes, '{}')"),
+}
+
+COLUMN_NAMES: Final[tuple[str, ...]] = tuple(COLUMNS)
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _select_list() -> str:
+    return ",\n    ".join(f"CAST({expr} AS {sql_type}) AS {name}" for name, (sql_type, expr) in COLUMNS.items())
+
+
+def read_json_sql(glob: str) -> str:
+    """The `read_json` call that scans every segment matching `glob` with explicit types.
+
+    `ignore_errors` turns a torn last line (a writer killed mid-write) into an all-NULL row, which
+    `view_sql` filters out by requiring a span id.
+    """
+    columns = ", ".join(f"{_quote(name)}: {_quote(sql_type)}" for name, sql_type in STORED_FIELDS.items())
+    return (
+        f"read_json({_quote(glob)}, format = 'newline_delimited', records = true, "
+        f"ignore_errors = true, hive_partitioning = false, columns = {{{columns}}})"
+    )
+
+
+def empty_source_sql() -> str:
+    """A typed, empty relation with the stored fields, for a store with no segment yet."""
+    nulls = ", ".join(f"CAST(NULL AS {sql_type}) AS {name}" for name, sql_type in STORED_FIELDS.items())
+    return f"(SELECT {nulls} WHERE false)"
+
+
+def view_sql(source: str) -> str:
+    """The `CREATE VIEW records` statement over `source` (a `read_json` call or `empty_source_sql()`)."""
+    return (
+        f"CREATE OR REPLACE VIEW {VIEW_NAME} AS SELECT\n    {_select_list()}\n"
+        f"FROM {source} AS segments\nWHERE span_id IS NOT NULL"
+    )

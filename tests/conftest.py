@@ -1,0 +1,29 @@
+"""Shared fixtures: every test starts with mastrace unconfigured and a clean environment."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from mastrace import _config, _context
+from mastrace._errors import reset_reported
+
+_ENV_PREFIXES = ("MASTRACE_", "OTEL_", "LOGFIRE_")
+_ENV_NAMES = ("TRACEPARENT", "TRACESTATE")
+
+
+@pytest.fixture(autouse=True)
+def _reset_mastrace(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Reset global configuration, patched threads, env vars and the working directory around each test."""
+    for name in list(os.environ):
+        if name.startswith(_ENV_PREFIXES) or name in _ENV_NAMES:
+            monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
+    _config.reset_for_tests()
+    reset_reported()
+    yield
+    _config.reset_for_tests()
+    _context.unpatch_threads()
+    reset_reported()
