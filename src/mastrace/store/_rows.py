@@ -11,6 +11,7 @@ The stored fields and the `records` columns derived from them are described in `
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -28,6 +29,7 @@ __all__ = ["RowEncoder", "span_to_dict"]
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _STATUS_NAMES = {StatusCode.UNSET: "UNSET", StatusCode.OK: "OK", StatusCode.ERROR: "ERROR"}
 _KIND_NAMES = {kind: kind.name.lower() for kind in SpanKind}
+_UNSET, _ERROR, _INTERNAL = StatusCode.UNSET, StatusCode.ERROR, SpanKind.INTERNAL
 # Logfire turns these attributes into columns of their own, so they leave `attributes`.
 _COLUMN_KEYS = frozenset(
     {
@@ -39,7 +41,6 @@ _COLUMN_KEYS = frozenset(
     }
 )
 _CACHE_LIMIT = 256
-
 
 
 def _refuse(value: Any) -> Any:
@@ -111,6 +112,15 @@ def _attribute_dict(span: ReadableSpan) -> Mapping[str, Any]:
     return dict(span.attributes or {})
 
 
+def _sequence(span: ReadableSpan, private: str, public: str) -> Sequence[Any]:
+    """The span's events or links without the tuple copy the public property makes per access."""
+    raw = getattr(span, private, None)
+    if raw is None:
+        return getattr(span, public) or ()
+    # The SDK's BoundedList wraps a deque whose len() is C-level; its own __len__ is Python.
+    return getattr(raw, "_dq", raw)  # type: ignore[no-any-return]
+
+
 def _resource_fields(resource: Any) -> str:
     attrs = dict(resource.attributes) if resource is not None else {}
     fields: dict[str, Any] = {
@@ -137,7 +147,7 @@ def _scope_fields(scope: Any) -> str:
         return ""
     fields = {
         "otel_scope_name": scope.name,
-        "otel_scope_version": scope.version,
+        "otel_scope_version": scope.version or None,
         "otel_scope_attributes": dict(scope.attributes or {}) or None,
     }
     return _fields({k: v for k, v in fields.items() if v is not None})
@@ -180,8 +190,7 @@ def _link_list(links: Sequence[Any]) -> list[dict[str, Any]]:
 class RowEncoder:
     """Encodes `ReadableSpan`s as store lines, caching the per-resource and per-scope parts.
 
-    One instance belongs to one exporter; it is not thread-safe by itself only in the sense that
-    two threads may both fill a cache entry, which is harmless.
+    It may be shared between threads: at worst two threads build the same cache entry.
     """
 
     def __init__(self) -> None:
@@ -212,14 +221,9 @@ class RowEncoder:
         span_type = "span"
         if not _COLUMN_KEYS.isdisjoint(attrs):
             attrs, level, span_type = self._logfire_columns(attrs, extras)
-        # The private fields skip the tuple copy that the public properties make on every access.
-        events = getattr(span, "_events", None)
-        if events is None:
-            events = span.events
+        events = _sequence(span, "_events", "events")
         has_exception = _event_fields(events, extras) if events else False
-        links = getattr(span, "_links", None)
-        if links is None:
-            links = span.links
+        links = _sequence(span, "_links", "links")
         if links:
             extras["otel_links"] = _link_list(links)
         status = span.status
@@ -227,7 +231,11 @@ class RowEncoder:
         if status.description:
             extras["otel_status_message"] = status.description
         if level is None:
-            level = 17 if has_exception or code is StatusCode.ERROR else 9
+            level = semconv.LEVEL_ERROR if has_exception or code is _ERROR else semconv.LEVEL_INFO
+        # Identity tests: enum members hash in Python, which costs more than the rest of the line.
+        code_name = "UNSET" if code is _UNSET else _STATUS_NAMES.get(code, "UNSET")
+        kind = span.kind
+        kind_name = "internal" if kind is _INTERNAL else _KIND_NAMES.get(kind, "internal")
         parent_field = f'"parent_span_id":"{parent.span_id:016x}",' if parent is not None else ""
         start = span.start_time or created_ns
         end = span.end_time or start
@@ -235,8 +243,7 @@ class RowEncoder:
             f'{{"trace_id":"{ctx.trace_id:032x}","span_id":"{ctx.span_id:016x}",'
             f'{parent_field}"start_ns":{start},"end_ns":{end},"created_ns":{created_ns},'
             f'"span_name":{encode_basestring(span.name)},"level":{level},"span_type":"{span_type}",'
-            f'"otel_kind":"{_KIND_NAMES.get(span.kind, "internal")}",'
-            f'"otel_status_code":"{_STATUS_NAMES.get(code, "UNSET")}","attributes":{_dumps(attrs)}'
+            f'"otel_kind":"{kind_name}","otel_status_code":"{code_name}","attributes":{_dumps(attrs)}'
             f"{_fields(extras) if extras else ''}{self._scope(span.instrumentation_scope)}"
             f"{self._resource(span.resource)}}}\n"
         )
@@ -265,10 +272,8 @@ class RowEncoder:
             for key in self._schema_keys(schema):
                 value = out.get(key)
                 if type(value) is str and value[:1] in ("{", "["):
-                    try:
+                    with contextlib.suppress(ValueError, RecursionError):
                         out[key] = json.loads(value)
-                    except ValueError:
-                        pass
         return out, level, span_type
 
     def _schema_keys(self, schema: str) -> tuple[str, ...]:

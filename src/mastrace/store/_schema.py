@@ -115,18 +115,21 @@ def _quote(text: str) -> str:
 
 
 def _select_list() -> str:
-    return ",\n    ".join(f"CAST({expr} AS {sql_type}) AS {name}" for name, (sql_type, expr) in COLUMNS.items())
+    return ",\n    ".join(
+        f"CAST({expr} AS {sql_type}) AS {name}" for name, (sql_type, expr) in COLUMNS.items()
+    )
 
 
-def read_json_sql(glob: str) -> str:
-    """The `read_json` call that scans every segment matching `glob` with explicit types.
+def read_json_sql(files: str | list[str]) -> str:
+    """The `read_json` call that scans `files` (a glob or a list of paths) with explicit types.
 
     `ignore_errors` turns a torn last line (a writer killed mid-write) into an all-NULL row, which
     `view_sql` filters out by requiring a span id.
     """
     columns = ", ".join(f"{_quote(name)}: {_quote(sql_type)}" for name, sql_type in STORED_FIELDS.items())
+    source = _quote(files) if isinstance(files, str) else "[" + ", ".join(map(_quote, files)) + "]"
     return (
-        f"read_json({_quote(glob)}, format = 'newline_delimited', records = true, "
+        f"read_json({source}, format = 'newline_delimited', records = true, "
         f"ignore_errors = true, hive_partitioning = false, columns = {{{columns}}})"
     )
 

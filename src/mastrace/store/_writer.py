@@ -14,6 +14,7 @@ torn, and readers skip that line. A segment is closed and a new one started once
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
@@ -47,6 +48,13 @@ class LocalStoreExporter(SpanExporter):
         path: The store folder (created if missing). Segments go in its `segments/` subfolder.
         max_segment_bytes: Size after which the current segment is closed and a new one started.
 
+    Attributes:
+        exported_spans: Spans written so far.
+        failed_spans: Spans that could not be encoded or written (each failure cause is logged once).
+
+    Raises:
+        StoreError: The store folder cannot be created or written.
+
     Example:
         ```python
         from opentelemetry.sdk.trace import TracerProvider
@@ -58,7 +66,9 @@ class LocalStoreExporter(SpanExporter):
         ```
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, max_segment_bytes: int = DEFAULT_SEGMENT_BYTES) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, max_segment_bytes: int = DEFAULT_SEGMENT_BYTES
+    ) -> None:
         self.path = Path(path)
         self.segments_dir = self.path / SEGMENTS_DIR
         self.max_segment_bytes = max_segment_bytes
@@ -95,17 +105,15 @@ class LocalStoreExporter(SpanExporter):
         except Exception as exc:
             return self._fail(len(spans), "encode", exc)
         if unencodable:
-            self.failed_spans += unencodable
-            warn_once("store.encode", "mastrace: some spans could not be encoded for the local store")
-        if not data:
-            return SpanExportResult.SUCCESS if not unencodable else SpanExportResult.FAILURE
-        try:
-            with self._lock:
-                self._append(data)
-                self.exported_spans += len(spans) - unencodable
-        except Exception as exc:
-            return self._fail(len(spans) - unencodable, "write", exc)
-        return SpanExportResult.SUCCESS if not unencodable else SpanExportResult.FAILURE
+            self._fail(unencodable, "encode", ValueError(f"{unencodable} malformed span(s)"))
+        if data:
+            try:
+                with self._lock:
+                    self._append(data)
+                    self.exported_spans += len(spans) - unencodable
+            except Exception as exc:
+                return self._fail(len(spans) - unencodable, "write", exc)
+        return SpanExportResult.FAILURE if unencodable else SpanExportResult.SUCCESS
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Nothing is buffered in the process: every exported span is already in the kernel's hands."""
@@ -118,7 +126,8 @@ class LocalStoreExporter(SpanExporter):
             self._close_segment()
 
     def _fail(self, count: int, stage: str, exc: BaseException) -> SpanExportResult:
-        self.failed_spans += count
+        with self._lock:
+            self.failed_spans += count
         warn_once(
             f"store.{stage}",
             f"mastrace: could not {stage} spans for the local store at {self.path}: {exc!r} "
@@ -157,7 +166,5 @@ class LocalStoreExporter(SpanExporter):
     def _close_segment(self) -> None:
         fd, self._fd = self._fd, None
         if fd is not None:
-            try:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass

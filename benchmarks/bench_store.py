@@ -1,0 +1,113 @@
+"""Local store throughput: spans encoded and written per second, and DuckDB's scan time.
+
+Builds 100,000 real `ReadableSpan`s with 8 attributes through the OpenTelemetry SDK, then times
+`LocalStoreExporter.export` in batches of 512 (what the export thread does) and one
+`SELECT count(*), sum(duration) FROM records` over the result.
+
+Each measurement is repeated (`--repeat`, fresh store each time) and the best and median runs are
+printed: the machine may be shared, and the best run is the least disturbed one.
+
+Run: `python benchmarks/bench_store.py [--spans N] [--batch N] [--repeat N]`
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from collections.abc import Sequence
+
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
+from mastrace.store import LocalStoreExporter, connect
+
+TARGET_SPANS_PER_S = 100_000
+
+
+class _Collect(SpanExporter):
+    def __init__(self) -> None:
+        self.spans: list[ReadableSpan] = []
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.spans.extend(spans)
+        return SpanExportResult.SUCCESS
+
+
+def build_spans(count: int) -> list[ReadableSpan]:
+    """`count` finished spans with 8 attributes each, nested two levels deep."""
+    collector = _Collect()
+    provider = TracerProvider(resource=Resource.create({"service.name": "bench", "service.version": "1"}))
+    provider.add_span_processor(SimpleSpanProcessor(collector))
+    tracer = provider.get_tracer("bench.store", "0.1")
+    with tracer.start_as_current_span("coordination.session"):
+        for i in range(count - 1):
+            attributes = {
+                "massgen.agent_id": f"agent_{i % 3}",
+                "massgen.round": i % 5,
+                "massgen.round_type": "initial_answer",
+                "massgen.usage.input": 1200 + i % 100,
+                "massgen.usage.output": 300,
+                "massgen.usage.cost": 0.0125,
+                "gen_ai.request.model": "openrouter/some-model",
+                "massgen.is_winner": i % 7 == 0,
+            }
+            with tracer.start_as_current_span(f"agent.agent_{i % 3}.round_{i % 5}", attributes=attributes):
+                pass
+    provider.shutdown()
+    return collector.spans
+
+
+def time_export(spans: list[ReadableSpan], store: str, batch: int) -> float:
+    """Seconds `LocalStoreExporter.export` takes for `spans` in batches of `batch`."""
+    exporter = LocalStoreExporter(store)
+    start = time.perf_counter()
+    for i in range(0, len(spans), batch):
+        exporter.export(spans[i : i + batch])
+    elapsed = time.perf_counter() - start
+    exporter.shutdown()
+    assert exporter.failed_spans == 0
+    return elapsed
+
+
+def time_scan(store: str) -> tuple[float, int]:
+    """Seconds for DuckDB to count and sum the store's records, and the count."""
+    con = connect(store)
+    try:
+        start = time.perf_counter()
+        count, _total = con.execute("SELECT count(*), sum(duration) FROM records").fetchone() or (0, 0.0)
+        return time.perf_counter() - start, int(count)
+    finally:
+        con.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--spans", type=int, default=100_000)
+    parser.add_argument("--batch", type=int, default=512)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+
+    spans = build_spans(args.spans)
+    exports, scans = [], []
+    for _ in range(args.repeat):
+        with tempfile.TemporaryDirectory(prefix="mastrace-bench-") as store:
+            exports.append(time_export(spans, store, args.batch))
+            scan, count = time_scan(store)
+            scans.append(scan)
+    best, median = min(exports), statistics.median(exports)
+    rate, median_rate = len(spans) / best, len(spans) / median
+    print(
+        f"spans:                 {len(spans):,} (8 attributes, batches of {args.batch}, {args.repeat} runs)"
+    )
+    print(f"export (best):         {best:.3f} s -> {rate:,.0f} spans/s")
+    print(f"export (median):       {median:.3f} s -> {median_rate:,.0f} spans/s")
+    ratio = rate / TARGET_SPANS_PER_S
+    print(f"target:                {TARGET_SPANS_PER_S:,} spans/s -> ratio {ratio:.2f}x (best)")
+    print(f"DuckDB count+sum scan: {min(scans):.3f} s (best) over {count:,} records")
+
+
+if __name__ == "__main__":
+    main()
