@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from contextlib import suppress
 from decimal import Decimal
 from pathlib import PurePath
-from typing import Any, Union
+from typing import Any, TypeAlias, Union
 
 __all__ = [
     "CYCLE_MARKER",
@@ -37,10 +37,11 @@ __all__ = [
     "dumps_json",
     "json_schema",
     "safe_repr",
+    "schema_for",
     "to_json_value",
 ]
 
-JsonValue = Union[dict[str, "JsonValue"], list["JsonValue"], str, int, float, bool, None]
+JsonValue: TypeAlias = Union[dict[str, "JsonValue"], list["JsonValue"], str, int, float, bool, None]  # noqa: UP007
 Encoder = Callable[[Any, set[int], int], JsonValue]
 
 MAX_DEPTH = 32
@@ -50,6 +51,7 @@ TRUNCATED_KEY = "mastrace.truncated"
 _MAX_INT_BITS = 13_000  # str(int) refuses more than 4300 digits (about 14_000 bits)
 _BYTES_PREVIEW = 32
 _MAX_RESOLVED = 4_096
+_OBJECT_REPR: Any = object.__repr__
 _FLOAT_NAMES = {math.inf: "Infinity", -math.inf: "-Infinity"}
 
 
@@ -77,7 +79,7 @@ def safe_repr(obj: Any) -> str:
     """`repr(obj)`, without memory addresses for default reprs, and never raising."""
     try:
         cls = type(obj)
-        if cls.__repr__ is object.__repr__:  # keep snapshots stable across runs
+        if cls.__repr__ is _OBJECT_REPR:  # no memory address: keeps snapshots stable across runs
             return f"<{cls.__module__}.{cls.__qualname__} object>"
         result = repr(obj)
         if isinstance(result, str) and result:
@@ -160,8 +162,11 @@ def _encode_dataclass(obj: Any, seen: set[int], depth: int) -> JsonValue:
         return marker
     seen.add(id(obj))
     try:
-        return {f.name: _encode(getattr(obj, f.name, None), seen, depth + 1)
-                for f in dataclasses.fields(obj) if f.repr}
+        return {
+            f.name: _encode(getattr(obj, f.name, None), seen, depth + 1)
+            for f in dataclasses.fields(obj)
+            if f.repr
+        }
     finally:
         seen.discard(id(obj))
 
@@ -253,7 +258,7 @@ _ENCODERS: dict[type, Encoder] = {
     ipaddress.IPv6Network: _str,
     ipaddress.IPv4Interface: _str,
     ipaddress.IPv6Interface: _str,
-    re.Pattern: lambda o, s, d: str(o.pattern) if isinstance(o.pattern, str) else _encode_bytes(o.pattern, s, d),
+    re.Pattern: lambda o, s, d: _encode(o.pattern, s, d),
     range: lambda o, s, d: repr(o),
     BaseException: _encode_exception,
     type: _encode_callable,
@@ -333,8 +338,9 @@ def _default(obj: Any) -> JsonValue:
     return to_json_value(obj)
 
 
-_fast_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False,
-                                default=_default).encode
+_fast_encode = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_default
+).encode
 _plain_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 
 
@@ -367,14 +373,15 @@ def json_schema(attrs: Mapping[str, str] | Iterable[str]) -> str:
     properties: dict[str, dict[str, str]] = {}
     if isinstance(attrs, Mapping):
         for key, text in attrs.items():
-            properties[key] = _schema_for(text)
+            properties[key] = schema_for(text)
     else:
         for key in attrs:
             properties[key] = {"type": "object"}
     return _plain_encode({"type": "object", "properties": properties})
 
 
-def _schema_for(text: Any) -> dict[str, str]:
+def schema_for(text: Any) -> dict[str, str]:
+    """The `logfire.json_schema` property for one JSON text, read from its first character."""
     first = text.lstrip()[:1] if isinstance(text, str) else ""
     if first == "[":
         return {"type": "array"}
@@ -416,17 +423,29 @@ def cap_json(text: str, limit: int, *, string_limit: int | None = None) -> tuple
 
     Long strings inside are shortened first (each with a truncation marker); if the document is
     still too large it is replaced by `{"mastrace.truncated": true, "chars": N, "preview": "..."}`.
-    Text that is not JSON is capped as a plain string to `string_limit` (default `limit`).
+    Text that does not parse as JSON is capped as a plain string to `string_limit`.
+
+    Args:
+        text: The JSON text.
+        limit: The most characters kept for JSON text.
+        string_limit: The most characters kept when `text` is not JSON (default `limit`).
 
     Returns:
         The capped text and whether anything was cut.
+
+    Example:
+        >>> cap_json('{"prompt": "' + "x" * 500 + '"}', 200)[0][:40]
+        '{"prompt":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxx'
     """
-    if len(text) <= limit:
+    plain = limit if string_limit is None else min(string_limit, limit)
+    if len(text) <= plain:
         return text, False
     try:
         value = json.loads(text)
     except Exception:
-        return cap_string(text, limit if string_limit is None else string_limit), True
+        return cap_string(text, plain), True
+    if len(text) <= limit:
+        return text, False
     try:
         for step in _leaf_steps(limit):
             shortened = _plain_encode(_shorten_leaves(value, step))

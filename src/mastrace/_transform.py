@@ -1,0 +1,322 @@
+"""The export-thread transform: scrub, coerce and cap a finished span before any exporter sees it.
+
+`prepare_span` runs once per span per destination, off the caller's thread. Spans whose
+attributes are small, valid and secret-free are returned as they are; otherwise a new
+`ReadableSpan` carries the cleaned attributes, events, links and status, plus
+`mastrace.scrubbed` (the paths that were scrubbed) and `mastrace.truncated`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence, Set
+from itertools import islice
+from typing import Any
+
+from opentelemetry.attributes import BoundedAttributes
+from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.sdk.util import BoundedList
+from opentelemetry.trace import Link, Status, StatusCode
+from opentelemetry.util.types import AttributeValue
+
+from . import semconv
+from ._errors import log_internal_error
+from ._scrubbing import JsonPath, Scrubber, ScrubTrail
+from ._snapshot import Limits, cap_json, cap_string, dumps_json, schema_for, to_json_value
+
+__all__ = ["coerce_value", "prepare_span"]
+
+_INT_MIN, _INT_MAX = -(2**63), 2**63 - 1  # OTLP carries attribute ints as int64
+_PRIMITIVES = (str, bool, int, float)
+_SHORT = 8  # shorter strings hold no secret shape
+_SCREENED = 1_024
+_SPAN_ROOT: JsonPath = ("attributes",)
+_UNTOUCHED = frozenset({semconv.MASTRACE_SCRUBBED, semconv.MASTRACE_TRUNCATED})
+
+
+def prepare_span(span: ReadableSpan, scrubber: Scrubber | None, limits: Limits) -> ReadableSpan:
+    """Return `span` with secrets scrubbed, values made valid OTel types, and sizes capped.
+
+    Span name, ids, kind, times, resource, scope and every `logfire.*` key are kept as they are.
+    When nothing needs changing the span itself is returned. Never raises: on an internal
+    failure the original span is returned and the failure is logged once.
+
+    Args:
+        span: A finished span.
+        scrubber: The scrubber to apply, or None to only coerce and cap.
+        limits: Size limits for strings, JSON strings, sequences and attribute counts.
+    """
+    try:
+        return _Cleaner(scrubber, limits).span(span)
+    except Exception as exc:
+        log_internal_error("prepare_span", exc)
+        return span
+
+
+def coerce_value(value: Any) -> tuple[AttributeValue | None, bool]:
+    """A valid OpenTelemetry attribute value for `value`, and whether it became a JSON string.
+
+    `None` gives `(None, False)`: the attribute is dropped.
+    """
+    t = type(value)
+    if t is str or t is bool or t is float:
+        return value, False
+    if t is int:
+        return (value, False) if _INT_MIN <= value <= _INT_MAX else (str(to_json_value(value)), False)
+    if value is None:
+        return None, False
+    if t is tuple or t is list:
+        return _coerce_sequence(value)
+    for base in _PRIMITIVES:  # subclasses: enums with a str/int mixin, numpy scalars
+        if isinstance(value, base):
+            return coerce_value(base.__str__(value) if base is str else base(value))
+    if isinstance(value, (Mapping, Set, list, tuple)):
+        return dumps_json(value), True
+    encoded = to_json_value(value)
+    if isinstance(encoded, (dict, list)):  # dataclasses, pydantic models, other containers
+        return dumps_json(encoded), True
+    return coerce_value(encoded)
+
+
+def _coerce_sequence(value: Sequence[Any]) -> tuple[AttributeValue | None, bool]:
+    kinds = {type(v) for v in value if v is not None}
+    if not kinds:
+        return tuple(value), False  # empty, or only None (allowed inside OTel sequences)
+    if len(kinds) == 1:
+        kind = next(iter(kinds))
+        if kind is int and any(v is not None and not _INT_MIN <= v <= _INT_MAX for v in value):
+            return tuple(None if v is None else str(v) for v in value), False
+        if kind in _PRIMITIVES:
+            return (value if type(value) is tuple else tuple(value)), False
+    return dumps_json(value), True
+
+
+def _plain(value: Any, short: int, scrubber: Scrubber | None) -> bool:
+    """Whether `value` is a valid, small, secret-free attribute value (a quick, conservative test)."""
+    t = type(value)
+    if t is bool or t is float:
+        return True
+    if t is int:
+        return bool(_INT_MIN <= value <= _INT_MAX)
+    if t is str:
+        return len(value) < _SHORT or (
+            len(value) <= short and value.isascii() and (scrubber is None or scrubber.is_plain_text(value))
+        )
+    return False
+
+
+class _Cleaner:
+    """One pass over one span: remembers what was scrubbed, cut, and turned into JSON."""
+
+    __slots__ = ("json_texts", "limits", "schema", "scrubber", "trail", "truncated")
+
+    def __init__(self, scrubber: Scrubber | None, limits: Limits) -> None:
+        self.scrubber = scrubber
+        self.limits = limits
+        self.trail = ScrubTrail()
+        self.truncated = False
+        self.json_texts: dict[str, str] = {}
+        self.schema = ""
+
+    # -- span -------------------------------------------------------------------------------------
+    def span(self, span: ReadableSpan) -> ReadableSpan:
+        schema = (span.attributes or {}).get(semconv.LOGFIRE_JSON_SCHEMA)
+        self.schema = schema if isinstance(schema, str) else ""
+        attrs = self.attributes(span.attributes or {}, _SPAN_ROOT)
+        events = self.events(span.events)
+        links = self.links(span.links)
+        status = self.status(span.status)
+        if attrs is None and events is None and links is None and status is None:
+            return span
+        attributes = dict(span.attributes or {}) if attrs is None else attrs
+        self.annotate(attributes)
+        return ReadableSpan(
+            name=span.name,
+            context=span.context,
+            parent=span.parent,
+            resource=span.resource,
+            attributes=_with_dropped(attributes, span.dropped_attributes),
+            events=_events_like(span, events),
+            links=_links_like(span, links),
+            kind=span.kind,
+            instrumentation_info=getattr(span, "_instrumentation_info", None),
+            status=span.status if status is None else status,
+            start_time=span.start_time,
+            end_time=span.end_time,
+            instrumentation_scope=span.instrumentation_scope,
+        )
+
+    def events(self, events: Sequence[Event]) -> list[Event] | None:
+        changed = False
+        out: list[Event] = []
+        for i, event in enumerate(events):
+            attrs = self.attributes(event.attributes or {}, ("otel_events", i, "attributes"))
+            if attrs is None:
+                out.append(event)
+                continue
+            changed = True
+            out.append(Event(event.name, _with_dropped(attrs, event.dropped_attributes), event.timestamp))
+        return out if changed else None
+
+    def links(self, links: Sequence[Link]) -> list[Link] | None:
+        changed = False
+        out: list[Link] = []
+        for i, link in enumerate(links):
+            attrs = self.attributes(link.attributes or {}, ("otel_links", i, "attributes"))
+            if attrs is None:
+                out.append(link)
+                continue
+            changed = True
+            out.append(Link(link.context, _with_dropped(attrs, link.dropped_attributes)))
+        return out if changed else None
+
+    def status(self, status: Status) -> Status | None:
+        description = status.description
+        if not description:
+            return None
+        new = description
+        if self.scrubber is not None:
+            new = self.scrubber.scrub_attribute("otel_status_message", new, (), self.trail)
+        new = self.text(str(new))
+        return None if new is description else Status(StatusCode.ERROR, new)
+
+    # -- attributes -------------------------------------------------------------------------------
+    def attributes(self, attrs: Mapping[str, Any], root: JsonPath) -> dict[str, Any] | None:
+        """The cleaned attributes, or None when every value can stay as it is."""
+        out: dict[str, Any] | None = None
+        if len(attrs) > self.limits.max_attributes:
+            out = dict(islice(attrs.items(), self.limits.max_attributes))
+            self.truncated = True
+        scrubber = self.scrubber
+        short = min(self.limits.max_string_chars, _SCREENED)
+        for key, value in attrs.items() if out is None else list(out.items()):
+            if _plain(value, short, scrubber) and (scrubber is None or scrubber.key_match(key) is None):
+                continue  # the common case: a small valid value under an ordinary key
+            new = self.value(key, value, root)
+            if new is value and new is not None:
+                continue
+            if out is None:
+                out = dict(attrs)
+            if new is None:
+                del out[key]
+            else:
+                out[key] = new
+        return out
+
+    def value(self, key: str, value: Any, root: JsonPath) -> Any:
+        if key.startswith("logfire.") or key in _UNTOUCHED:
+            return value
+        coerced, is_json = coerce_value(value)
+        if coerced is None:
+            return None
+        if self.scrubber is not None:
+            scrubbed = self.scrubber.scrub_attribute(key, coerced, root, self.trail)
+            if scrubbed is not coerced:  # a callback may hand back anything
+                coerced, was_json = coerce_value(scrubbed)
+                is_json = is_json or was_json
+                if coerced is None:
+                    return None
+        if type(coerced) is str:
+            capped = self.text(coerced, json_ok=True)
+            reshaped = is_json or (capped is not coerced and f'"{key}"' in self.schema)
+            if reshaped and root == _SPAN_ROOT and capped[:1] in "{[":
+                self.json_texts[key] = capped  # new or reshaped JSON: logfire.json_schema must follow
+            coerced = capped
+        elif type(coerced) is tuple:
+            coerced = self.sequence(coerced)
+        return coerced
+
+    def sequence(self, items: tuple[Any, ...]) -> tuple[Any, ...]:
+        limit = self.limits.max_sequence_items
+        if len(items) > limit:
+            items = items[:limit]
+            self.truncated = True
+        if any(isinstance(v, str) for v in items):
+            new = tuple(self.text(v) if isinstance(v, str) else v for v in items)
+            if any(a is not b for a, b in zip(new, items, strict=True)):
+                return new
+        return items
+
+    def text(self, s: str, *, json_ok: bool = False) -> str:
+        """`s` capped to the limits and encodable as UTF-8; `s` itself when already fine."""
+        limits = self.limits
+        if len(s) > limits.max_string_chars:
+            if json_ok and s[:1] in "{[":
+                s, cut = cap_json(s, limits.max_json_chars, string_limit=limits.max_string_chars)
+            else:
+                s, cut = cap_string(s, limits.max_string_chars), True
+            self.truncated = self.truncated or cut
+        if not s.isascii():
+            try:
+                s.encode("utf-8")
+            except UnicodeEncodeError:  # lone surrogates, e.g. from os.fsdecode
+                s = s.encode("utf-8", "replace").decode("utf-8")
+        return s
+
+    # -- span-level annotations -------------------------------------------------------------------
+    def annotate(self, attributes: dict[str, Any]) -> None:
+        if self.trail.paths:
+            attributes[semconv.MASTRACE_SCRUBBED] = _merge_scrubbed(
+                attributes.get(semconv.MASTRACE_SCRUBBED), self.trail.paths
+            )
+        if self.truncated:
+            attributes[semconv.MASTRACE_TRUNCATED] = True
+        if self.json_texts:
+            attributes[semconv.LOGFIRE_JSON_SCHEMA] = _merge_schema(
+                attributes.get(semconv.LOGFIRE_JSON_SCHEMA), self.json_texts
+            )
+
+
+def _merge_scrubbed(existing: Any, paths: list[str]) -> str:
+    previous: list[Any] = []
+    if isinstance(existing, str):
+        try:
+            loaded = json.loads(existing)
+            previous = loaded if isinstance(loaded, list) else []
+        except ValueError:
+            previous = []
+    return dumps_json(previous + [p for p in paths if p not in previous])
+
+
+def _merge_schema(existing: Any, texts: Mapping[str, str]) -> str:
+    schema: dict[str, Any] = {"type": "object", "properties": {}}
+    if isinstance(existing, str):
+        try:
+            loaded = json.loads(existing)
+            if isinstance(loaded, dict) and isinstance(loaded.get("properties"), dict):
+                schema = loaded
+        except ValueError:
+            pass
+    properties = schema["properties"]
+    for key, text in texts.items():
+        properties[key] = {**properties.get(key, {}), **schema_for(text)}
+    return dumps_json(schema)
+
+
+def _with_dropped(attrs: dict[str, Any], dropped: int) -> Any:
+    """Keep the count of attributes the SDK dropped, which only `BoundedAttributes` can carry."""
+    if not dropped:
+        return attrs
+    bounded = BoundedAttributes(maxlen=None, attributes=attrs, immutable=True)
+    bounded.dropped = dropped
+    return bounded
+
+
+def _events_like(span: ReadableSpan, events: list[Event] | None) -> Sequence[Event]:
+    if events is None:
+        return getattr(span, "_events", span.events)
+    return _bounded_list(events, span.dropped_events)
+
+
+def _links_like(span: ReadableSpan, links: list[Link] | None) -> Sequence[Link]:
+    if links is None:
+        return getattr(span, "_links", span.links)
+    return _bounded_list(links, span.dropped_links)
+
+
+def _bounded_list(items: list[Any], dropped: int) -> Sequence[Any]:
+    if not dropped:
+        return items
+    bounded = BoundedList.from_seq(None, items)
+    bounded.dropped = dropped
+    return bounded
