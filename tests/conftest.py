@@ -6,6 +6,7 @@ import os
 from collections.abc import Iterator
 
 import pytest
+from opentelemetry import propagate
 
 from mastrace import _config, _context
 from mastrace._errors import reset_reported
@@ -15,7 +16,9 @@ _ENV_NAMES = ("TRACEPARENT", "TRACESTATE")
 
 
 @pytest.fixture(autouse=True)
-def _reset_mastrace(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+def _reset_mastrace(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
     """Reset global configuration, patched threads, env vars and the working directory around each test."""
     for name in list(os.environ):
         if name.startswith(_ENV_PREFIXES) or name in _ENV_NAMES:
@@ -23,7 +26,10 @@ def _reset_mastrace(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Te
     monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
     _config.reset_for_tests()
     reset_reported()
+    # logfire.configure() installs a global propagator of its own; later tests must not inherit it.
+    textmap = propagate.get_global_textmap()
     yield
+    propagate.set_global_textmap(textmap)
     _config.reset_for_tests()
     _context.unpatch_threads()
     reset_reported()

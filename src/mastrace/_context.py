@@ -11,6 +11,7 @@ import asyncio
 import contextvars
 import functools
 import os
+import sys
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping, MutableMapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -29,7 +30,9 @@ _PROPAGATOR = TraceContextTextMapPropagator()
 def wrap(fn: Callable[P, R]) -> Callable[P, R]:
     """Bind `fn` to the current context, so that it runs there wherever it is called.
 
-    Use it for callbacks handed to code that runs them on another thread or later.
+    Use it for callbacks handed to code that runs them on another thread or later. Each call
+    runs in its own copy of the captured context, so the function may run on several threads at
+    once, or call itself, and changes one call makes to context variables do not leak into the next.
 
     Example:
         >>> import threading, mastrace
@@ -39,24 +42,34 @@ def wrap(fn: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(fn)
     def bound(*args: P.args, **kwargs: P.kwargs) -> R:
-        return ctx.run(fn, *args, **kwargs)
+        return ctx.copy().run(fn, *args, **kwargs)
 
     bound.__mastrace_bound__ = True  # type: ignore[attr-defined]
     return bound
 
 
 def create_task(coro: Coroutine[Any, Any, T], *, name: str | None = None) -> asyncio.Task[T]:
-    """Start `coro` as a task that runs in a copy of the current context.
+    """Start `coro` as a task on the running loop, in a copy of the whole current context.
 
-    `asyncio.create_task` already copies the context; this helper exists for the places that
-    hand a coroutine to a loop from another thread, where it schedules the task thread-safely.
+    `asyncio.create_task` already does this; the helper gives code that schedules work through
+    other means one call that is known to carry the context (on every supported Python).
+
+    Raises:
+        RuntimeError: No event loop is running in this thread.
+
+    Example:
+        >>> async def main():
+        ...     await mastrace.create_task(asyncio.sleep(0), name="agent_a")  # doctest: +SKIP
     """
-    ctx = contextvars.copy_context()
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
         raise RuntimeError("mastrace.create_task() needs a running event loop") from None
-    return loop.create_task(coro, name=name, context=ctx)
+    ctx = contextvars.copy_context()
+    if sys.version_info >= (3, 11):
+        return loop.create_task(coro, name=name, context=ctx)
+    # Python 3.10 has no `context=`: a task copies the context current when it is created.
+    return ctx.run(loop.create_task, coro, name=name)  # pragma: no cover - Python 3.10
 
 
 # --- thread propagation --------------------------------------------------------------------------
@@ -65,7 +78,9 @@ _original_thread_start = threading.Thread.start
 _patched = False
 
 
-def _submit_with_context(self: ThreadPoolExecutor, fn: Callable[..., R], /, *args: Any, **kw: Any) -> Future[R]:
+def _submit_with_context(
+    self: ThreadPoolExecutor, fn: Callable[..., R], /, *args: Any, **kw: Any
+) -> Future[R]:
     if getattr(fn, "__mastrace_bound__", False):
         return _original_submit(self, fn, *args, **kw)
     ctx = contextvars.copy_context()
@@ -96,8 +111,11 @@ def unpatch_threads() -> None:
     global _patched
     if not _patched:
         return
-    ThreadPoolExecutor.submit = _original_submit  # type: ignore[method-assign]
-    threading.Thread.start = _original_thread_start  # type: ignore[method-assign]
+    # Leave alone whatever another library installed on top of ours since.
+    if ThreadPoolExecutor.submit is _submit_with_context:
+        ThreadPoolExecutor.submit = _original_submit  # type: ignore[method-assign]
+    if threading.Thread.start is _start_with_context:
+        threading.Thread.start = _original_thread_start  # type: ignore[method-assign]
     _patched = False
 
 
@@ -135,7 +153,7 @@ class ContextAwaitable(Awaitable[T]):
             except GeneratorExit:
                 ctx.run(it.close)
                 raise
-            except BaseException as exc:  # noqa: BLE001 - forwarded into the coroutine
+            except BaseException as exc:
                 error = exc
 
 

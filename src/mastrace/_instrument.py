@@ -32,33 +32,51 @@ class _Namer:
         fields = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
         roots = {f.split(".", 1)[0].split("[", 1)[0] for f in fields}
         if "" in roots:
-            raise ConfigError(f"span name template {template!r}: positional fields {{}} are not supported; "
-                              "name the parameter, e.g. {round}")
+            raise ConfigError(
+                f"span name template {template!r}: positional fields {{}} are not supported; "
+                "name the parameter, e.g. {round}"
+            )
         sig = inspect.signature(fn)
         params = list(sig.parameters.values())
         names = {p.name for p in params}
         unknown = sorted(roots - names)
         if unknown:
-            raise ConfigError(f"span name template {template!r} of {getattr(fn, '__qualname__', fn)!r} names "
-                              f"{', '.join(unknown)}, which is not a parameter; parameters are: "
-                              f"{', '.join(p.name for p in params) or '(none)'}")
+            raise ConfigError(
+                f"span name template {template!r} of {getattr(fn, '__qualname__', fn)!r} names "
+                f"{', '.join(unknown)}, which is not a parameter; parameters are: "
+                f"{', '.join(p.name for p in params) or '(none)'}"
+            )
         self.static = not fields
-        self.positional = [p.name for p in params
-                           if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        self.positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
         self.var_positional = next((p.name for p in params if p.kind is p.VAR_POSITIONAL), None)
-        self.defaults = {p.name: p.default for p in params if p.default is not p.empty}
+        self.var_keyword = next((p.name for p in params if p.kind is p.VAR_KEYWORD), None)
+        self.keywords = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+        self.defaults: dict[str, Any] = {p.name: p.default for p in params if p.default is not p.empty}
+        if self.var_positional is not None:
+            self.defaults[self.var_positional] = ()
 
-    def arguments(self, instance: Any, bound_method: bool, args: tuple[Any, ...],
-                  kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    def arguments(
+        self, instance: Any, bound_method: bool, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+    ) -> dict[str, Any]:
         values = dict(self.defaults)
         names = self.positional
-        if bound_method:
+        if bound_method and names:
             values[names[0]] = instance
             names = names[1:]
-        values.update(zip(names, args))
+        values.update(zip(names, args, strict=False))
         if self.var_positional is not None and len(args) > len(names):
-            values[self.var_positional] = args[len(names):]
-        values.update(kwargs)
+            values[self.var_positional] = args[len(names) :]
+        if self.var_keyword is None:
+            values.update(kwargs)
+            return values
+        # Like `Signature.bind`: keywords that match no parameter are grouped under `**name`.
+        extra = {}
+        for key, value in kwargs.items():
+            if key in self.keywords:
+                values[key] = value
+            else:
+                extra[key] = value
+        values[self.var_keyword] = extra
         return values
 
     def name(self, values: Mapping[str, Any]) -> str:
@@ -83,13 +101,24 @@ def _kind(fn: Any) -> str:
 @overload
 def instrument(name_template: F) -> F: ...
 @overload
-def instrument(name_template: str | None = None, *, attributes: Mapping[str, Any] | None = None,
-               record_args: bool = False, record_return: bool = False,
-               tracer: Tracer | None = None) -> Callable[[F], F]: ...
+def instrument(
+    name_template: str | None = None,
+    *,
+    attributes: Mapping[str, Any] | None = None,
+    record_args: bool = False,
+    record_return: bool = False,
+    tracer: Tracer | None = None,
+) -> Callable[[F], F]: ...
 
 
-def instrument(name_template: Any = None, *, attributes: Mapping[str, Any] | None = None,
-               record_args: bool = False, record_return: bool = False, tracer: Tracer | None = None) -> Any:
+def instrument(
+    name_template: Any = None,
+    *,
+    attributes: Mapping[str, Any] | None = None,
+    record_args: bool = False,
+    record_return: bool = False,
+    tracer: Tracer | None = None,
+) -> Any:
     """Trace every call of a function, method, coroutine or (async) generator.
 
     The span covers the call; for a generator it covers the whole iteration, and the generator's
@@ -130,18 +159,23 @@ def instrument(name_template: Any = None, *, attributes: Mapping[str, Any] | Non
                 return NOOP_SPAN
             values = None
             if needs_args:
-                bound = instance is not None and inspect.ismethod(wrapped)
-                values = namer.arguments(instance, bound, args, kwargs)
+                # wrapt passes the instance (or class) of a bound call, including `Cls.method(obj, ...)`,
+                # where `wrapped` is a partial rather than a bound method; a staticmethod gets None.
+                values = namer.arguments(instance, instance is not None, args, kwargs)
             name = namer.template if namer.static else namer.name(values or {})
-            span = t.span(name, static_attrs)
+            attrs = static_attrs
             if record_args and values is not None:
+                # The span starts later (on entry or first item): the arguments go in as initial attributes.
                 shown = {k: v for k, v in values.items() if k not in ("self", "cls")}
-                span.set_attribute(semconv.MASTRACE_ARGS, shown)  # type: ignore[union-attr]
-            return span
+                attrs = {**(static_attrs or {}), semconv.MASTRACE_ARGS: shown}
+            return t.span(name, attrs)
 
         if kind == "sync":
+
             @wrapt.decorator
-            def sync_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            def sync_wrapper(
+                wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+            ) -> Any:
                 span = _safe_open(open_span, wrapped, instance, args, kwargs)
                 with span:
                     result = wrapped(*args, **kwargs)
@@ -149,11 +183,14 @@ def instrument(name_template: Any = None, *, attributes: Mapping[str, Any] | Non
                         span.set_attribute(semconv.MASTRACE_RETURN, result)
                     return result
 
-            return sync_wrapper(fn)  # type: ignore[no-any-return]
+            return sync_wrapper(fn)  # type: ignore[return-value]
 
         if kind == "async":
+
             @wrapt.decorator
-            def async_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            def async_wrapper(
+                wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+            ) -> Any:
                 async def run() -> Any:
                     span = _safe_open(open_span, wrapped, instance, args, kwargs)
                     with span:
@@ -164,7 +201,7 @@ def instrument(name_template: Any = None, *, attributes: Mapping[str, Any] | Non
 
                 return run()
 
-            return async_wrapper(fn)  # type: ignore[no-any-return]
+            return async_wrapper(fn)  # type: ignore[return-value]
 
         stream_cls = TracedGenerator if kind == "gen" else TracedAsyncGenerator
 
@@ -176,7 +213,7 @@ def instrument(name_template: Any = None, *, attributes: Mapping[str, Any] | Non
                 return inner
             return stream_cls(inner, contextvars.copy_context(), lambda: span)
 
-        return gen_wrapper(fn)  # type: ignore[no-any-return]
+        return gen_wrapper(fn)  # type: ignore[return-value]
 
     return decorator
 

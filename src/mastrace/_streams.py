@@ -9,7 +9,7 @@ with the matching status.
 from __future__ import annotations
 
 import contextvars
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator
 from typing import Any, Generic, TypeVar
 
 from . import semconv
@@ -21,6 +21,17 @@ Y = TypeVar("Y")
 S = TypeVar("S")
 
 SpanFactory = Callable[[], "Span | NoOpSpan"]
+
+
+def _exception(typ: Any, val: Any, tb: Any) -> BaseException:
+    """The exception that `throw(typ, val, tb)` raises, built the way generators build it."""
+    if isinstance(typ, BaseException):
+        exc = typ
+    elif isinstance(val, BaseException):
+        exc = val
+    else:
+        exc = typ() if val is None else typ(*val) if isinstance(val, tuple) else typ(val)
+    return exc.with_traceback(tb) if tb is not None else exc
 
 
 class _StreamSpan:
@@ -63,13 +74,17 @@ class _StreamSpan:
 class TracedGenerator(Generator[Y, S, Any], Generic[Y, S]):
     """A generator proxy that runs every step of `gen` inside one fixed context."""
 
-    def __init__(self, gen: Generator[Y, S, Any], ctx: contextvars.Context | None = None,
-                 span: SpanFactory | None = None) -> None:
+    def __init__(
+        self,
+        gen: Generator[Y, S, Any],
+        ctx: contextvars.Context | None = None,
+        span: SpanFactory | None = None,
+    ) -> None:
         self._gen = gen
         self._ctx = ctx if ctx is not None else contextvars.copy_context()
         self._stream = _StreamSpan(self._ctx, span)
 
-    def __iter__(self) -> Iterator[Y]:
+    def __iter__(self) -> TracedGenerator[Y, S]:
         return self
 
     def __next__(self) -> Y:
@@ -78,10 +93,8 @@ class TracedGenerator(Generator[Y, S, Any], Generic[Y, S]):
     def send(self, value: S) -> Y:
         return self._step(self._gen.send, value)
 
-    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Y:  # type: ignore[override]
-        exc = typ if isinstance(typ, BaseException) else (typ(val) if val is None or not isinstance(val, BaseException)
-                                                          else val)
-        return self._step(self._gen.throw, exc)
+    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Y:
+        return self._step(self._gen.throw, _exception(typ, val, tb))
 
     def _step(self, fn: Callable[[Any], Y], arg: Any) -> Y:
         stream = self._stream
@@ -119,8 +132,12 @@ class TracedGenerator(Generator[Y, S, Any], Generic[Y, S]):
 class TracedAsyncGenerator(AsyncGenerator[Y, S], Generic[Y, S]):
     """An async generator proxy that runs every step of `agen` inside one fixed context."""
 
-    def __init__(self, agen: AsyncGenerator[Y, S], ctx: contextvars.Context | None = None,
-                 span: SpanFactory | None = None) -> None:
+    def __init__(
+        self,
+        agen: AsyncGenerator[Y, S],
+        ctx: contextvars.Context | None = None,
+        span: SpanFactory | None = None,
+    ) -> None:
         self._agen = agen
         self._ctx = ctx if ctx is not None else contextvars.copy_context()
         self._stream = _StreamSpan(self._ctx, span)
@@ -134,9 +151,8 @@ class TracedAsyncGenerator(AsyncGenerator[Y, S], Generic[Y, S]):
     async def asend(self, value: S) -> Y:
         return await self._step(self._agen.asend(value))
 
-    async def athrow(self, typ: Any, val: Any = None, tb: Any = None) -> Y:  # type: ignore[override]
-        exc = typ if isinstance(typ, BaseException) else (typ() if val is None else val)
-        return await self._step(self._agen.athrow(exc))
+    async def athrow(self, typ: Any, val: Any = None, tb: Any = None) -> Y:
+        return await self._step(self._agen.athrow(_exception(typ, val, tb)))
 
     async def _step(self, awaitable: Any) -> Y:
         stream = self._stream
@@ -170,8 +186,9 @@ class TracedAsyncGenerator(AsyncGenerator[Y, S], Generic[Y, S]):
                 self._stream.finish(None, completed=False)
 
 
-def traced_stream(stream: Any, name: str | None = None, attributes: dict[str, Any] | None = None,
-                  *, tracer: Any = None) -> Any:
+def traced_stream(
+    stream: Any, name: str | None = None, attributes: dict[str, Any] | None = None, *, tracer: Any = None
+) -> Any:
     """Pin a generator's body to its own context; optionally wrap the whole stream in a span.
 
     Use it for a generator you did not decorate with `@mastrace.instrument`, when its items are

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextvars
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import suppress
 from enum import Enum
 from types import TracebackType
 from typing import Any, Literal
@@ -31,16 +32,26 @@ __all__ = ["NOOP_SPAN", "NoOpSpan", "Span", "Tracer", "get_tracer"]
 
 _SPAN_KEY = trace._SPAN_KEY  # type: ignore[attr-defined]
 try:  # the SDK's default runtime context keeps the current Context in one ContextVar
-    from opentelemetry.context import _RUNTIME_CONTEXT  # type: ignore[attr-defined]
+    from opentelemetry.context import _RUNTIME_CONTEXT
 
-    _VAR: contextvars.ContextVar[Context] | None = _RUNTIME_CONTEXT._current_context
+    _VAR: contextvars.ContextVar[Context] | None = _RUNTIME_CONTEXT._current_context  # type: ignore[attr-defined]
 except (ImportError, AttributeError):  # pragma: no cover - a custom runtime context
     _VAR = None
 
 _EMPTY = Context()
+# A span exited in another context than the one it entered leaves that context pointing at it, and
+# a context can only be changed from inside. So remember it (id -> (stale context, context to
+# restore)) and repair it the next time a span starts there. Bounded: oldest entries are dropped.
+_STALE: dict[int, tuple[Context, Context]] = {}
+_MAX_STALE = 1024
 _PRIMITIVE = (str, bool, int, float)
-_LEVELS = {"debug": 5, "info": semconv.LEVEL_INFO, "warn": semconv.LEVEL_WARN, "warning": semconv.LEVEL_WARN,
-           "error": semconv.LEVEL_ERROR}
+_LEVELS = {
+    "debug": 5,
+    "info": semconv.LEVEL_INFO,
+    "warn": semconv.LEVEL_WARN,
+    "warning": semconv.LEVEL_WARN,
+    "error": semconv.LEVEL_ERROR,
+}
 
 
 def coerce_attribute(value: Any) -> tuple[AttributeValue | None, bool]:
@@ -66,9 +77,12 @@ def coerce_attribute(value: Any) -> tuple[AttributeValue | None, bool]:
     return dumps_json(value), True
 
 
-def _clean_attributes(attributes: Mapping[str, Any]) -> tuple[dict[str, AttributeValue], list[str] | None]:
+def _clean_attributes(
+    attributes: Mapping[str, Any],
+) -> tuple[dict[str, AttributeValue], dict[str, str] | None]:
+    """Valid attribute values, and the JSON text of each value that was encoded as JSON."""
     out: dict[str, AttributeValue] = {}
-    json_keys: list[str] | None = None
+    json_texts: dict[str, str] | None = None
     for key, value in attributes.items():
         t = type(value)
         if t is str or t is int or t is float or t is bool:
@@ -79,8 +93,8 @@ def _clean_attributes(attributes: Mapping[str, Any]) -> tuple[dict[str, Attribut
             continue
         out[key] = coerced
         if is_json:
-            (json_keys := json_keys or []).append(key)
-    return out, json_keys
+            (json_texts := json_texts or {})[key] = coerced  # type: ignore[assignment]
+    return out, json_texts
 
 
 def _to_link(link: Any) -> Link | None:
@@ -96,6 +110,23 @@ def _to_link(link: Any) -> Link | None:
     return None
 
 
+def _remember_stale(ctx: Context, restore: Context) -> None:
+    if len(_STALE) >= _MAX_STALE:
+        with suppress(KeyError, RuntimeError, StopIteration):  # another thread changed it meanwhile
+            del _STALE[next(iter(_STALE))]
+    _STALE[id(ctx)] = (ctx, restore)
+
+
+def _repair(var: contextvars.ContextVar[Context], parent: Context) -> Context:
+    """The context a new span should start in, when the current one belongs to an ended span."""
+    entry = _STALE.get(id(parent))
+    while entry is not None and entry[0] is parent:
+        parent = entry[1]
+        var.set(parent)
+        entry = _STALE.get(id(parent))
+    return parent
+
+
 _STATUS = {"ok": StatusCode.OK, "error": StatusCode.ERROR, "unset": StatusCode.UNSET}
 
 
@@ -106,19 +137,37 @@ class Span:
     `__exit__`. An exception leaving the block is recorded and sets the status to error.
     """
 
-    __slots__ = ("_attrs", "_ctx", "_json_keys", "_kind", "_links", "_name", "_otel", "_span", "_token")
+    __slots__ = (
+        "_attrs",
+        "_ctx",
+        "_ended",
+        "_json_keys",
+        "_kind",
+        "_links",
+        "_name",
+        "_otel",
+        "_span",
+        "_token",
+    )
 
-    def __init__(self, otel_tracer: trace.Tracer, name: str, attributes: Mapping[str, Any] | None,
-                 kind: SpanKind | None, links: Sequence[Any] | None) -> None:
+    def __init__(
+        self,
+        otel_tracer: trace.Tracer,
+        name: str,
+        attributes: Mapping[str, Any] | None,
+        kind: SpanKind | None,
+        links: Sequence[Any] | None,
+    ) -> None:
         self._otel = otel_tracer
         self._name = name
         self._attrs = attributes
         self._kind = kind
         self._links = links
         self._span: trace.Span | None = None
+        self._ended: trace.Span | None = None  # kept so that an ended span can still be linked to
         self._token: contextvars.Token[Context] | None = None
         self._ctx: Context | None = None
-        self._json_keys: list[str] | None = None
+        self._json_keys: dict[str, str] | None = None  # key -> JSON text, for logfire.json_schema
 
     # -- lifecycle --------------------------------------------------------------------------------
     def start(self, *, attach: bool = True) -> Span:
@@ -132,7 +181,12 @@ class Span:
         if self._links:
             links = [lk for lk in map(_to_link, self._links) if lk is not None]
         var = _VAR
-        parent = var.get() if var is not None else otel_context.get_current()
+        if var is not None:
+            parent = var.get()
+            if _STALE:
+                parent = _repair(var, parent)
+        else:  # pragma: no cover - a custom runtime context
+            parent = otel_context.get_current()
         span = self._otel.start_span(self._name, parent, self._kind or SpanKind.INTERNAL, attrs, links)
         self._span = span
         if attach:
@@ -146,16 +200,18 @@ class Span:
             return self.start()
         return self  # pragma: no cover - only when the start failed outside tests
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         with handle_internal_errors("span end"):
             self.end(exc)
 
     async def __aenter__(self) -> Span:
         return self.__enter__()
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.__exit__(exc_type, exc, tb)
 
     def end(self, exc: BaseException | None = None, *, end_time: int | None = None) -> None:
@@ -165,6 +221,7 @@ class Span:
             self._detach()
             return
         self._span = None
+        self._ended = span
         if exc is not None and not isinstance(exc, GeneratorExit):
             self._record_error(span, exc)
         if self._json_keys:
@@ -185,11 +242,15 @@ class Span:
             var.reset(token)
         except ValueError:
             # Left in another context than the one it entered (a generator resumed by another
-            # task, a handle passed between threads). Restore the parent there if we are current.
+            # task, a handle passed between threads). Restore the parent here if we are current,
+            # and let the entering context be repaired when it next starts a span.
             bump("cross_context_exits")
+            old = token.old_value
+            restore = _EMPTY if old is contextvars.Token.MISSING else old
             if var.get() is self._ctx:
-                old = token.old_value
-                var.set(_EMPTY if old is contextvars.Token.MISSING else old)
+                var.set(restore)
+            if self._ctx is not None:
+                _remember_stale(self._ctx, restore)
         except RuntimeError:  # token already used
             bump("cross_context_exits")
 
@@ -214,18 +275,18 @@ class Span:
                 return
             span.set_attribute(key, coerced)
             if is_json:
-                keys = self._json_keys if self._json_keys is not None else []
-                if key not in keys:
-                    keys.append(key)
-                self._json_keys = keys
+                if self._json_keys is None:
+                    self._json_keys = {}
+                self._json_keys[key] = coerced  # type: ignore[assignment]
 
     def set_attributes(self, attributes: Mapping[str, Any]) -> None:
         """Set several attributes at once."""
         for key, value in attributes.items():
             self.set_attribute(key, value)
 
-    def add_event(self, name: str, attributes: Mapping[str, Any] | None = None,
-                  timestamp: int | None = None) -> None:
+    def add_event(
+        self, name: str, attributes: Mapping[str, Any] | None = None, timestamp: int | None = None
+    ) -> None:
         """Add a timestamped event to the span."""
         span = self._span
         if span is None:
@@ -243,8 +304,9 @@ class Span:
             attrs = _clean_attributes(attributes)[0] if attributes else None
             span.record_exception(exc, attrs)
 
-    def set_status(self, status: StatusCode | Literal["ok", "error", "unset"], description: str | None = None
-                   ) -> None:
+    def set_status(
+        self, status: StatusCode | Literal["ok", "error", "unset"], description: str | None = None
+    ) -> None:
         """Set the span status: `"ok"`, `"error"` (with a description) or `"unset"`."""
         span = self._span
         if span is None:
@@ -256,8 +318,11 @@ class Span:
     # -- introspection ----------------------------------------------------------------------------
     @property
     def span_context(self) -> SpanContext | None:
-        """The OpenTelemetry span context (trace and span ids), or None before the span starts."""
-        span = self._span
+        """The OpenTelemetry span context (trace and span ids), or None before the span starts.
+
+        It stays available after the span ends, for links and for `inject_env`-style propagation.
+        """
+        span = self._span if self._span is not None else self._ended
         return span.get_span_context() if span is not None else None
 
     @property
@@ -307,8 +372,9 @@ class NoOpSpan:
     def set_attributes(self, attributes: Mapping[str, Any]) -> None:
         return None
 
-    def add_event(self, name: str, attributes: Mapping[str, Any] | None = None,
-                  timestamp: int | None = None) -> None:
+    def add_event(
+        self, name: str, attributes: Mapping[str, Any] | None = None, timestamp: int | None = None
+    ) -> None:
         return None
 
     def record_exception(self, exc: BaseException, attributes: Mapping[str, Any] | None = None) -> None:
@@ -358,8 +424,14 @@ class Tracer:
             self._gen = state.generation
         return self._otel
 
-    def span(self, name: str, attributes: Mapping[str, Any] | None = None, *, kind: SpanKind | None = None,
-             links: Sequence[Any] | None = None) -> Span | NoOpSpan:
+    def span(
+        self,
+        name: str,
+        attributes: Mapping[str, Any] | None = None,
+        *,
+        kind: SpanKind | None = None,
+        links: Sequence[Any] | None = None,
+    ) -> Span | NoOpSpan:
         """Return a span to use as `with tracer.span(...) as span:` (or `async with`).
 
         Args:
@@ -391,8 +463,11 @@ class Tracer:
         if otel is None:
             return
         with handle_internal_errors("event"):
-            attrs: dict[str, Any] = {semconv.LOGFIRE_SPAN_TYPE: "log", semconv.LOGFIRE_MSG: name,
-                                     semconv.LOGFIRE_LEVEL_NUM: _LEVELS.get(level, semconv.LEVEL_INFO)}
+            attrs: dict[str, Any] = {
+                semconv.LOGFIRE_SPAN_TYPE: "log",
+                semconv.LOGFIRE_MSG: name,
+                semconv.LOGFIRE_LEVEL_NUM: _LEVELS.get(level, semconv.LEVEL_INFO),
+            }
             attrs.update(attributes)
             span = Span(otel, name, attrs, None, None).start(attach=False)
             otel_span = span.otel_span
@@ -402,8 +477,14 @@ class Tracer:
                 start = getattr(otel_span, "start_time", None) or time.time_ns()
                 span.end(end_time=start)
 
-    def start_span(self, name: str, attributes: Mapping[str, Any] | None = None, *,
-                   kind: SpanKind | None = None, links: Sequence[Any] | None = None) -> Span | NoOpSpan:
+    def start_span(
+        self,
+        name: str,
+        attributes: Mapping[str, Any] | None = None,
+        *,
+        kind: SpanKind | None = None,
+        links: Sequence[Any] | None = None,
+    ) -> Span | NoOpSpan:
         """Start a span that is not made current; call `.end()` on it yourself."""
         return self.span(name, attributes, kind=kind, links=links).start(attach=False)
 
