@@ -1,0 +1,32 @@
+"""Integrations with third-party agent tooling, each behind an optional extra.
+
+- `mastrace.integrations.mcp`: `instrument_mcp()` traces the official `mcp` SDK's client calls
+  as `mcp.<server>.<tool>` spans; `traced_tool` / `continue_trace` continue the trace inside an
+  MCP server's tools. Install `mastrace[mcp]`.
+- `mastrace.integrations.maseval`: `MastraceCallback`, a MASEval `BenchmarkCallback` that traces
+  every task and repetition with its configuration, usage and status. Install `mastrace[maseval]`.
+
+Importing this package imports neither third-party library; the names below load on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = ["MastraceCallback", "continue_trace", "instrument_mcp", "traced_tool", "uninstrument_mcp"]
+
+_LAZY = {
+    "MastraceCallback": "maseval",
+    "continue_trace": "mcp",
+    "instrument_mcp": "mcp",
+    "traced_tool": "mcp",
+    "uninstrument_mcp": "mcp",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
