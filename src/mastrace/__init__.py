@@ -18,21 +18,46 @@ from ._scrubbing import ScrubbingOptions
 from ._streams import traced_stream
 from ._tracer import NoOpSpan, Span, Tracer, get_tracer
 from .exceptions import ConfigError, ExportError, MastraceError, MastraceWarning, StoreError
+from .mixins import (
+    AgentMixin,
+    ConfigurableMixin,
+    CoordinationMixin,
+    LLMBackendMixin,
+    MCPClientMixin,
+    ToolMixin,
+    TraceableMixin,
+    UsageTrackableMixin,
+)
+from .registry import Registry
+from .usage import CostCalculator, StaticPricing, TokenUsage, Usage
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AgentMixin",
     "ConfigError",
+    "ConfigurableMixin",
+    "CoordinationMixin",
+    "CostCalculator",
     "DestinationStats",
     "ExportError",
     "FlushResult",
+    "LLMBackendMixin",
+    "MCPClientMixin",
     "MastraceError",
     "MastraceWarning",
     "NoOpSpan",
+    "Registry",
     "ScrubbingOptions",
     "Span",
+    "StaticPricing",
     "StoreError",
+    "TokenUsage",
+    "ToolMixin",
+    "TraceableMixin",
     "Tracer",
+    "Usage",
+    "UsageTrackableMixin",
     "__version__",
     "configure",
     "create_task",

@@ -1,0 +1,143 @@
+"""Configuration snapshots for spans: canonical JSON, a stable hash, and a cache.
+
+A snapshot is the output of `Registry.collect_all_configs()` without the fields that change on
+every collection (`metadata`, `gathered_at`, `timestamp`), so equal configurations give equal
+text and equal hashes. The text is canonical JSON (sorted keys, compact separators); the hash is
+the first 16 hex digits of its SHA-256.
+
+Serialising is the expensive part, so it is done per component and cached: a component whose
+configuration compares equal to the last one seen under the same key reuses its JSON fragment,
+and a document made of the same fragments reuses its text and hash. An unchanged snapshot is
+therefore serialised once per process.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ._snapshot import to_json_value
+
+__all__ = ["VOLATILE_KEYS", "ConfigSnapshot", "SnapshotCache", "config_hash"]
+
+VOLATILE_KEYS = frozenset({"gathered_at", "timestamp"})
+_SKIPPED_SECTIONS = frozenset({"metadata"})
+_DIRECT_SECTIONS = frozenset({"environment", "user", "benchmark"})
+_MAX_ENTRIES = 1_024
+
+_canonical = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False
+).encode
+
+
+@dataclass(frozen=True)
+class ConfigSnapshot:
+    """A configuration snapshot ready to put on a span.
+
+    Attributes:
+        text: Canonical JSON of the configuration.
+        hash: First 16 hex digits of the SHA-256 of `text`.
+    """
+
+    text: str
+    hash: str
+
+
+def config_hash(text: str) -> str:
+    """The stable hash of a canonical JSON text: the first 16 hex digits of its SHA-256."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def _serialise(value: Any) -> str:
+    """Canonical JSON of any value (the one place snapshots are serialised)."""
+    try:
+        return _canonical(value)
+    except Exception:  # NaN, cycles, odd keys or types: normalise first
+        return _canonical(to_json_value(value))
+
+
+def _stable(config: Any) -> Any:
+    """`config` without its volatile top-level keys."""
+    if isinstance(config, Mapping) and VOLATILE_KEYS.intersection(config):
+        return {k: v for k, v in config.items() if k not in VOLATILE_KEYS}
+    return config
+
+
+def _equal(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # a value whose __eq__ raises counts as changed
+        return False
+
+
+class SnapshotCache:
+    """Turns collected configurations into `ConfigSnapshot`s, serialising only what changed.
+
+    Thread-safe. Holds at most about a thousand fragments and documents (oldest dropped first).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._fragments: OrderedDict[str, tuple[Any, str]] = OrderedDict()
+        self._documents: OrderedDict[tuple[tuple[str, str], ...], ConfigSnapshot] = OrderedDict()
+
+    def snapshot(self, configs: Mapping[str, Any]) -> ConfigSnapshot:
+        """Build the snapshot of `configs` (the shape `Registry.collect_all_configs()` returns)."""
+        parts: list[tuple[str, str]] = []
+        for section in sorted(configs):
+            if section in _SKIPPED_SECTIONS:
+                continue
+            value = configs[section]
+            if section in _DIRECT_SECTIONS or not isinstance(value, Mapping):
+                parts.append((section, self._fragment(section, _stable(value))))
+                continue
+            inner = [
+                (name, self._fragment(f"{section}:{name}", _stable(value[name]))) for name in sorted(value)
+            ]
+            parts.append((section, _join(inner)))
+        key = tuple(parts)
+        with self._lock:
+            found = self._documents.get(key)
+            if found is not None:
+                self._documents.move_to_end(key)
+                return found
+        text = _join(parts)
+        snap = ConfigSnapshot(text, config_hash(text))
+        with self._lock:
+            self._documents[key] = snap
+            _trim(self._documents)
+        return snap
+
+    def _fragment(self, key: str, value: Any) -> str:
+        if value is None:  # an absent environment or user
+            return "null"
+        with self._lock:
+            cached = self._fragments.get(key)
+        if cached is not None and _equal(cached[0], value):
+            return cached[1]
+        text = _serialise(value)
+        try:
+            # Keep our own copy to compare against: the caller may mutate what it returned.
+            kept = copy.deepcopy(value)
+        except Exception:
+            return text  # not copyable: serialise it every time
+        with self._lock:
+            self._fragments[key] = (kept, text)
+            self._fragments.move_to_end(key)
+            _trim(self._fragments)
+        return text
+
+
+def _join(items: list[tuple[str, str]]) -> str:
+    return "{" + ",".join(f"{_canonical(k)}:{text}" for k, text in items) + "}"
+
+
+def _trim(cache: OrderedDict[Any, Any]) -> None:
+    while len(cache) > _MAX_ENTRIES:
+        cache.popitem(last=False)

@@ -1,0 +1,211 @@
+"""`AgentMixin`: one span per agent round (`agent.<id>.round_<n>`) and for the presentation.
+
+A round span carries the `massgen.*` keys MassGen's queries read, the GenAI `invoke_agent`
+attributes, the session's configuration hash, and the round's own usage: the sum of what was
+recorded inside it (LLM streams, `record_usage()`, `add_usage()`), never a running total, so
+summing rounds gives the session total.
+
+Example:
+    >>> import mastrace
+    >>> class Agent(mastrace.AgentMixin):
+    ...     def __init__(self, agent_id: str) -> None:
+    ...         self.agent_id = agent_id
+    >>> agent = Agent("agent_a")
+    >>> with agent.agent_round(0, "initial_answer") as rnd:
+    ...     rnd.set_outcome("answer", answer_label="agent1.1")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any
+
+from .. import semconv
+from .._errors import handle_internal_errors
+from .._tracer import NoOpSpan, Span
+from ..exceptions import ConfigError
+from ..usage import (
+    Usage,
+    UsageAccumulator,
+    credit_usage,
+    current_sinks,
+    pop_sink,
+    push_sink,
+    usage_attributes,
+)
+from .coordination import current_session, mixin_tracer, prefixed
+
+__all__ = ["AgentMixin", "AgentRound"]
+
+
+class AgentRound:
+    """The handle of an agent round or presentation span; a sync and async context manager.
+
+    It also works opened inside a generator whose items other tasks pull, when that generator
+    runs through `@mastrace.instrument` or `mastrace.traced_stream`.
+    """
+
+    def __init__(self, span: Span | NoOpSpan, agent_id: str) -> None:
+        self._span = span
+        self.agent_id = agent_id
+        self._usage = UsageAccumulator(label=agent_id)
+        self._token: Any = None
+        self._chain: tuple[Any, ...] = (self._usage,)
+        self.outcome: str | None = None
+
+    def __enter__(self) -> AgentRound:
+        self._span.__enter__()
+        self._token = push_sink(self._usage)
+        self._chain = current_sinks()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._token is not None:
+            token, self._token = self._token, None
+            pop_sink(token, self._usage)
+        with handle_internal_errors("agent round end"):
+            if exc is not None and not isinstance(exc, GeneratorExit):
+                self._set_outcome_attrs("error", error_message=f"{type(exc).__name__}: {exc}")
+            if self._usage.count:
+                self._span.set_attributes(usage_attributes(self._usage.total))
+        self._span.__exit__(exc_type, exc, tb)
+
+    async def __aenter__(self) -> AgentRound:
+        return self.__enter__()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.__exit__(exc_type, exc, tb)
+
+    def set_outcome(
+        self,
+        outcome: str,
+        *,
+        answer_label: str | None = None,
+        voted_for: str | None = None,
+        voted_for_label: str | None = None,
+        error_message: str | None = None,
+    ) -> None:
+        """Record how the round ended: `"answer"`, `"vote"` or `"error"` (which also sets error status).
+
+        Args:
+            outcome: `"answer"`, `"vote"` or `"error"`.
+            answer_label: The label given to a new answer, e.g. `"agent1.1"`.
+            voted_for: The agent voted for.
+            voted_for_label: The answer label voted for.
+            error_message: What went wrong.
+
+        Raises:
+            ConfigError: `outcome` is not one of the three.
+        """
+        if outcome not in semconv.OUTCOMES:
+            raise ConfigError(f"outcome must be one of {', '.join(semconv.OUTCOMES)}, not {outcome!r}")
+        self._set_outcome_attrs(
+            outcome,
+            answer_label=answer_label,
+            voted_for=voted_for,
+            voted_for_label=voted_for_label,
+            error_message=error_message,
+        )
+
+    def _set_outcome_attrs(self, outcome: str, **fields: str | None) -> None:
+        self.outcome = outcome
+        attrs = {
+            semconv.MASSGEN_OUTCOME: outcome,
+            semconv.MASSGEN_ANSWER_LABEL: fields.get("answer_label"),
+            semconv.MASSGEN_VOTED_FOR: fields.get("voted_for"),
+            semconv.MASSGEN_VOTED_FOR_LABEL: fields.get("voted_for_label"),
+            semconv.MASSGEN_ERROR_MESSAGE: fields.get("error_message"),
+        }
+        self._span.set_attributes({k: v for k, v in attrs.items() if v is not None})
+        if outcome == "error":
+            self._span.set_status("error", fields.get("error_message") or "agent round failed")
+
+    def add_usage(self, usage: Usage) -> None:
+        """Add usage to this round (and to the session and scope around it)."""
+        credit_usage(Usage.coerce(usage), chain=self._chain)
+
+    @property
+    def usage(self) -> Usage:
+        """The usage recorded in this round so far."""
+        return self._usage.total
+
+    @property
+    def span(self) -> Span | NoOpSpan:
+        """The underlying span handle."""
+        return self._span
+
+    def set_attribute(self, key: str, value: Any) -> None:
+        """Set an attribute on the round span."""
+        self._span.set_attribute(key, value)
+
+    def set_attributes(self, attributes: Mapping[str, Any]) -> None:
+        """Set several attributes on the round span."""
+        self._span.set_attributes(attributes)
+
+
+class AgentMixin:
+    """Adds MassGen's agent round spans to an agent. The class must set `agent_id`.
+
+    `agent_name` (optional) becomes `gen_ai.agent.name`; it defaults to `agent_id`.
+    """
+
+    agent_id: str
+
+    def agent_round(
+        self, round: int, round_type: str = semconv.ROUND_TYPE_INITIAL_ANSWER, **attrs: Any
+    ) -> AgentRound:
+        """Open the `agent.<id>.round_<n>` span (use with `with` or `async with`).
+
+        Args:
+            round: The agent's round number.
+            round_type: `"initial_answer"`, `"voting"` or `"presentation"`.
+            **attrs: Extra attributes (`num_context_answers=2` → `massgen.num_context_answers`).
+        """
+        agent_id = self._mastrace_agent_id()
+        name = semconv.SPAN_AGENT_ROUND.format(agent_id=agent_id, round=round)
+        return self._mastrace_round(
+            name,
+            agent_id,
+            {semconv.MASSGEN_ROUND: round, semconv.MASSGEN_ROUND_TYPE: round_type, **prefixed(attrs)},
+        )
+
+    def agent_presentation(self, round: int | None = None, **attrs: Any) -> AgentRound:
+        """Open the winner's `agent.<id>.presentation` span (`massgen.is_winner = True`)."""
+        agent_id = self._mastrace_agent_id()
+        name = semconv.SPAN_AGENT_PRESENTATION.format(agent_id=agent_id)
+        return self._mastrace_round(
+            name,
+            agent_id,
+            {
+                semconv.MASSGEN_ROUND: round,
+                semconv.MASSGEN_ROUND_TYPE: semconv.ROUND_TYPE_PRESENTATION,
+                semconv.MASSGEN_IS_WINNER: True,
+                **prefixed(attrs),
+            },
+        )
+
+    def _mastrace_round(self, name: str, agent_id: str, attrs: dict[str, Any]) -> AgentRound:
+        session = current_session()
+        span = mixin_tracer().span(
+            name,
+            {
+                semconv.MASSGEN_AGENT_ID: agent_id,
+                semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OP_INVOKE_AGENT,
+                semconv.GEN_AI_AGENT_ID: agent_id,
+                semconv.GEN_AI_AGENT_NAME: getattr(self, "agent_name", None) or agent_id,
+                semconv.MASTRACE_CONFIG_HASH: session.config_hash if session is not None else None,
+                **attrs,
+            },
+        )
+        return AgentRound(span, agent_id)
+
+    def _mastrace_agent_id(self) -> str:
+        agent_id = getattr(self, "agent_id", None)
+        if not agent_id:
+            raise ConfigError(f"{type(self).__name__} uses AgentMixin but has no agent_id")
+        return str(agent_id)

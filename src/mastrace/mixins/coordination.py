@@ -1,0 +1,268 @@
+"""`CoordinationMixin`: the coordination session and its events, answers, votes and winner.
+
+Span names and `massgen.*` keys follow MassGen's tracing, so its Logfire queries keep working:
+`coordination.session` is the root; `Coordination event: <type>`, `Agent answer: <label>`,
+`Agent vote: <voter> -> <label>` (linked to the answer it votes for), `Winner selected: <label>`
+and `Final answer from <agent_id>` are log records under it.
+
+Example:
+    >>> import mastrace
+    >>> class Orchestrator(mastrace.CoordinationMixin):
+    ...     pass
+    >>> orch = Orchestrator()
+    >>> with orch.coordination_session("Write a haiku", ["agent_a", "agent_b"]):
+    ...     orch.record_answer("agent_a", "agent1.1")
+    ...     orch.record_vote("agent_b", "agent_a", "agent1.1", reason="concise")
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+from opentelemetry.trace import SpanContext
+
+from .. import semconv
+from .._errors import handle_internal_errors
+from .._tracer import NOOP_SPAN, NoOpSpan, Span, Tracer, get_tracer
+from ..registry import Registry
+from ..usage import Usage, UsageAccumulator, credit_usage, pop_sink, push_sink, usage_attributes
+
+__all__ = ["CoordinationMixin", "CoordinationSession", "current_session", "prefixed"]
+
+_CURRENT_SESSION: contextvars.ContextVar[CoordinationSession | None] = contextvars.ContextVar(
+    "mastrace_coordination_session", default=None
+)
+
+
+def mixin_tracer() -> Tracer:
+    """The tracer every mixin writes with (scope name `mastrace.mixins`)."""
+    return get_tracer("mastrace.mixins")
+
+
+def prefixed(attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """Keyword attributes as span attributes: plain names get `massgen.`, dotted names stay as given."""
+    return {(key if "." in key else f"massgen.{key}"): value for key, value in attrs.items()}
+
+
+def current_session() -> CoordinationSession | None:
+    """The coordination session open in the current context, if any."""
+    return _CURRENT_SESSION.get()
+
+
+def set_json_text(span: Span | NoOpSpan, key: str, text: str) -> None:
+    """Set an attribute whose value is already JSON text, declaring it in `logfire.json_schema`."""
+    setter = getattr(span, "set_json_attribute", None)
+    if setter is not None:
+        setter(key, text)
+        return
+    span.set_attribute(key, text)
+    if isinstance(span, Span) and span.otel_span is not None:
+        keys = span._json_keys  # key -> JSON text: what Span.end() lists in logfire.json_schema
+        if keys is None:
+            keys = span._json_keys = {}
+        keys[key] = text
+
+
+def _log_span(name: str, attrs: Mapping[str, Any], links: Sequence[Any] | None = None) -> SpanContext | None:
+    """A zero-duration log record (like `Tracer.event`) that returns its span context for links."""
+    span = mixin_tracer().start_span(
+        name,
+        {
+            semconv.LOGFIRE_SPAN_TYPE: "log",
+            semconv.LOGFIRE_MSG: name,
+            semconv.LOGFIRE_LEVEL_NUM: semconv.LEVEL_INFO,
+            **attrs,
+        },
+        links=links,
+    )
+    if span is NOOP_SPAN:
+        return None
+    ctx = span.span_context
+    otel = span.otel_span
+    span.end(end_time=getattr(otel, "start_time", None) or time.time_ns())
+    return ctx
+
+
+class CoordinationSession:
+    """The handle of a `coordination.session` span; a sync and async context manager.
+
+    While open, it receives the usage recorded in its context (LLM streams, `record_usage()`),
+    and puts the total on the span when it closes: `mastrace.usage` (JSON, with `by_agent`) and
+    the `massgen.usage.*` totals.
+    """
+
+    def __init__(self, span: Span | NoOpSpan, registry: Registry) -> None:
+        self._span = span
+        self._registry = registry
+        self._usage = UsageAccumulator()
+        self._tokens: tuple[Any, Any] | None = None
+        self.config_hash: str | None = None
+
+    def __enter__(self) -> CoordinationSession:
+        self._span.__enter__()
+        if self._span.is_recording():  # gathering configs is work: skip it when nothing records
+            self._attach_config()
+        self._tokens = (_CURRENT_SESSION.set(self), push_sink(self._usage))
+        return self
+
+    def _attach_config(self) -> None:
+        with handle_internal_errors("coordination session config"):
+            snap = self._registry.config_snapshot()
+            set_json_text(self._span, semconv.MASTRACE_CONFIG, snap.text)
+            self._span.set_attribute(semconv.MASTRACE_CONFIG_HASH, snap.hash)
+            self.config_hash = snap.hash
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._tokens is not None:
+            session_token, sink_token = self._tokens
+            self._tokens = None
+            pop_sink(sink_token, self._usage)
+            try:
+                _CURRENT_SESSION.reset(session_token)
+            except (ValueError, RuntimeError):  # closed from another context
+                if _CURRENT_SESSION.get() is self:
+                    _CURRENT_SESSION.set(None)
+        with handle_internal_errors("coordination session usage"):
+            total = self._usage.total
+            self._span.set_attribute(
+                semconv.MASTRACE_USAGE,
+                {
+                    "total": total.to_dict(),
+                    "by_agent": {k: u.to_dict() for k, u in self._usage.by_label().items()},
+                },
+            )
+            self._span.set_attributes(usage_attributes(total, gen_ai=False))
+        self._span.__exit__(exc_type, exc, tb)
+
+    async def __aenter__(self) -> CoordinationSession:
+        return self.__enter__()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.__exit__(exc_type, exc, tb)
+
+    def add_usage(self, usage: Usage) -> None:
+        """Add usage incurred by the session itself (outside any agent round)."""
+        credit_usage(Usage.coerce(usage), chain=(self._usage,))
+
+    @property
+    def usage(self) -> Usage:
+        """The usage credited to this session so far."""
+        return self._usage.total
+
+    @property
+    def span(self) -> Span | NoOpSpan:
+        """The underlying span handle."""
+        return self._span
+
+    def set_attribute(self, key: str, value: Any) -> None:
+        """Set an attribute on the session span."""
+        self._span.set_attribute(key, value)
+
+    def set_attributes(self, attributes: Mapping[str, Any]) -> None:
+        """Set several attributes on the session span."""
+        self._span.set_attributes(attributes)
+
+
+class CoordinationMixin:
+    """Adds MassGen's coordination spans to an orchestrator.
+
+    The configuration snapshot comes from `mastrace_registry` when set, else from
+    `mastrace.Registry.current()`.
+    """
+
+    mastrace_registry: Registry | None = None
+
+    def coordination_session(self, task: str, agent_ids: Sequence[str], **attrs: Any) -> CoordinationSession:
+        """Open the root `coordination.session` span (use with `with` or `async with`).
+
+        The span carries `massgen.task`, `massgen.agent_ids`, `massgen.num_agents`, the
+        configuration of every registered component (`mastrace.config`, JSON, scrubbed on export)
+        and its hash (`mastrace.config.hash`); keyword arguments become `massgen.<name>` attributes.
+
+        Args:
+            task: The task or question given to the agents.
+            agent_ids: The participating agents.
+            **attrs: Extra attributes; dotted names are used as given.
+        """
+        agent_ids = list(agent_ids)
+        span = mixin_tracer().span(
+            semconv.SPAN_COORDINATION_SESSION,
+            {
+                semconv.MASSGEN_TASK: task,
+                semconv.MASSGEN_AGENT_IDS: agent_ids,
+                semconv.MASSGEN_NUM_AGENTS: len(agent_ids),
+                **prefixed(attrs),
+            },
+        )
+        return CoordinationSession(span, self.mastrace_registry or Registry.current())
+
+    def coordination_event(self, event_type: str, **attrs: Any) -> None:
+        """Record `Coordination event: <event_type>` as a log record under the current span."""
+        mixin_tracer().event(
+            semconv.SPAN_COORDINATION_EVENT.format(event_type=event_type),
+            **{semconv.MASSGEN_EVENT_TYPE: event_type, **prefixed(attrs)},
+        )
+
+    def record_answer(self, agent_id: str, label: str, **attrs: Any) -> None:
+        """Record `Agent answer: <label>`; later votes for `label` link to it."""
+        ctx = _log_span(
+            semconv.SPAN_AGENT_ANSWER.format(label=label),
+            {semconv.MASSGEN_AGENT_ID: agent_id, semconv.MASSGEN_ANSWER_LABEL: label, **prefixed(attrs)},
+        )
+        if ctx is not None:
+            self._mastrace_answers()[label] = ctx
+
+    def record_vote(
+        self, voter: str, voted_for: str, label: str, reason: str | None = None, **attrs: Any
+    ) -> None:
+        """Record `Agent vote: <voter> -> <label>`, linked to the span of answer `label`."""
+        self._linked_record(
+            semconv.SPAN_AGENT_VOTE.format(voter=voter, target=label),
+            label,
+            {
+                semconv.MASSGEN_AGENT_ID: voter,
+                semconv.MASSGEN_VOTED_FOR: voted_for,
+                semconv.MASSGEN_VOTED_FOR_LABEL: label,
+                semconv.MASSGEN_VOTE_REASON: reason,
+                **prefixed(attrs),
+            },
+        )
+
+    def record_winner(self, agent_id: str, label: str, **attrs: Any) -> None:
+        """Record `Winner selected: <label>`, linked to the winning answer's span."""
+        self._linked_record(
+            semconv.SPAN_WINNER_SELECTED.format(label=label),
+            label,
+            {
+                semconv.MASSGEN_WINNER: agent_id,
+                semconv.MASSGEN_AGENT_ID: agent_id,
+                semconv.MASSGEN_ANSWER_LABEL: label,
+                **prefixed(attrs),
+            },
+        )
+
+    def record_final_answer(self, agent_id: str, **attrs: Any) -> None:
+        """Record `Final answer from <agent_id>`."""
+        _log_span(
+            semconv.SPAN_FINAL_ANSWER.format(agent_id=agent_id),
+            {semconv.MASSGEN_AGENT_ID: agent_id, **prefixed(attrs)},
+        )
+
+    def _linked_record(self, name: str, label: str, attrs: Mapping[str, Any]) -> None:
+        answer = self._mastrace_answers().get(label)
+        _log_span(name, attrs, links=[answer] if answer is not None else None)
+
+    def _mastrace_answers(self) -> dict[str, SpanContext]:
+        answers: dict[str, SpanContext] | None = getattr(self, "_mastrace_answer_spans", None)
+        if answers is None:
+            answers = {}
+            self._mastrace_answer_spans = answers
+        return answers

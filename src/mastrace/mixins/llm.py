@@ -1,0 +1,195 @@
+"""`LLMBackendMixin`: one `llm.<provider>.stream` span covering a whole streamed LLM call.
+
+`llm_stream()` wraps the provider's (async) iterable of chunks and yields the same chunks. The
+span starts when the first chunk is requested and ends when the stream is exhausted, closed or
+fails; it records the time to the first chunk, the chunk count and the call's token usage, read
+from the chunks by `extract_usage()`. The usage is credited to the enclosing agent round,
+coordination session and registry scope.
+
+Example:
+    >>> import mastrace
+    >>> class Backend(mastrace.LLMBackendMixin):
+    ...     provider = "openai"
+    >>> chunks = [{"delta": "Hi"}, {"usage": {"prompt_tokens": 9, "completion_tokens": 2}}]
+    >>> [c.get("delta") for c in Backend().llm_stream("gpt-4o", chunks, temperature=0.2)]
+    ['Hi', None]
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+from collections.abc import AsyncGenerator, AsyncIterable, Generator, Iterable, Mapping
+from typing import Any
+
+from .. import semconv
+from .._errors import handle_internal_errors
+from .._streams import TracedAsyncGenerator, TracedGenerator
+from .._tracer import NOOP_SPAN, NoOpSpan, Span
+from ..exceptions import ConfigError
+from ..usage import CostCalculator, TokenUsage, credit_usage, usage_attributes
+from .coordination import mixin_tracer
+from .gather import UsageTrackableMixin
+
+__all__ = ["LLMBackendMixin"]
+
+_PRIMITIVE = (str, int, float, bool)
+_REQUEST_KEYS = {"stop": "stop_sequences"}
+
+
+def _get(obj: Any, key: str) -> Any:
+    if obj is None:
+        return None
+    if isinstance(obj, Mapping):
+        return obj.get(key)
+    return getattr(obj, key, None)
+
+
+def _request_attributes(request: Mapping[str, Any]) -> dict[str, Any]:
+    """`gen_ai.request.<name>` for each primitive request parameter (messages and tools are skipped)."""
+    out: dict[str, Any] = {}
+    for key, value in request.items():
+        if isinstance(value, (list, tuple)):
+            if not value or not all(isinstance(v, _PRIMITIVE) for v in value):
+                continue
+        elif not isinstance(value, _PRIMITIVE):
+            continue
+        out[semconv.GEN_AI_REQUEST_PREFIX + _REQUEST_KEYS.get(key, key)] = value
+    return out
+
+
+class _StreamState:
+    """What one streamed call has seen so far."""
+
+    def __init__(self, backend: LLMBackendMixin, model: str, attrs: dict[str, Any], name: str) -> None:
+        self.backend = backend
+        self.model = model
+        self.attrs = attrs
+        self.name = name
+        self.span: Span | NoOpSpan = NOOP_SPAN
+        self.started = 0.0
+        self.chunks = 0
+        self.usage: TokenUsage | None = None
+        self.response_model: str | None = None
+
+    def make_span(self) -> Span | NoOpSpan:
+        self.span = mixin_tracer().span(self.name, self.attrs)
+        self.started = time.perf_counter()
+        return self.span
+
+    def on_chunk(self, chunk: Any) -> None:
+        self.chunks += 1
+        if self.chunks == 1:
+            self.span.set_attribute(semconv.MASTRACE_TIME_TO_FIRST_CHUNK, time.perf_counter() - self.started)
+        with handle_internal_errors("llm stream chunk"):
+            found = self.backend.extract_usage(chunk)
+            if found is not None:
+                # Providers report cumulative counts (Anthropic splits them over two events).
+                self.usage = found if self.usage is None else self.usage.merge_max(found)
+            model = _get(chunk, "model")
+            if isinstance(model, str):
+                self.response_model = model
+
+    def finish(self) -> None:
+        with handle_internal_errors("llm stream end"):
+            span = self.span
+            if self.response_model is not None:
+                span.set_attribute(semconv.GEN_AI_RESPONSE_MODEL, self.response_model)
+            usage = self.usage
+            if usage is None:
+                return
+            usage = self.backend._mastrace_price(usage, self.model)
+            span.set_attributes(usage_attributes(usage, massgen=False))
+            span.set_attribute(semconv.MASTRACE_USAGE, usage.to_dict())
+            if isinstance(self.backend, UsageTrackableMixin):
+                self.backend.record_usage(usage)
+            else:
+                credit_usage(usage, self.backend)
+
+
+def _sync_body(stream: Iterable[Any], state: _StreamState) -> Generator[Any, None, None]:
+    iterator = iter(stream)
+    try:
+        for chunk in iterator:
+            state.on_chunk(chunk)
+            yield chunk
+    except GeneratorExit:
+        close = getattr(iterator, "close", None)
+        if callable(close):
+            close()
+        raise
+    finally:
+        state.finish()
+
+
+async def _async_body(stream: AsyncIterable[Any], state: _StreamState) -> AsyncGenerator[Any, None]:
+    iterator = stream.__aiter__()
+    try:
+        async for chunk in iterator:
+            state.on_chunk(chunk)
+            yield chunk
+    except GeneratorExit:
+        aclose = getattr(iterator, "aclose", None)
+        if callable(aclose):
+            await aclose()
+        raise
+    finally:
+        state.finish()
+
+
+class LLMBackendMixin:
+    """Adds `llm.<provider>.stream` spans to an LLM backend. The class must set `provider`.
+
+    Attributes:
+        provider: The provider name, e.g. `"openai"`, `"anthropic"`, `"openrouter"`.
+        cost_calculator: Prices calls whose usage carries no cost (e.g. `mastrace.StaticPricing`).
+    """
+
+    provider: str
+    cost_calculator: CostCalculator | None = None
+
+    def llm_stream(self, model: str, stream: Iterable[Any] | AsyncIterable[Any], **request: Any) -> Any:
+        """Wrap a streamed response; returns a generator (async for an async iterable) of the same chunks.
+
+        Args:
+            model: The requested model (`gen_ai.request.model`).
+            stream: The provider's iterable or async iterable of chunks.
+            **request: Request parameters; primitive ones (`max_tokens`, `temperature`, ...) become
+                `gen_ai.request.<name>` attributes.
+        """
+        provider = getattr(self, "provider", None)
+        if not provider:
+            raise ConfigError(f"{type(self).__name__} uses LLMBackendMixin but has no provider")
+        attrs = {
+            semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OP_CHAT,
+            semconv.GEN_AI_PROVIDER_NAME: provider,
+            semconv.GEN_AI_REQUEST_MODEL: model,
+            semconv.MASSGEN_BACKEND: provider,
+            **_request_attributes(request),
+        }
+        state = _StreamState(self, model, attrs, semconv.SPAN_LLM_STREAM.format(provider=provider))
+        # The body runs in a copy of the caller's context: the span nests under the caller's span,
+        # and usage reaches the caller's round even when other tasks pull the chunks.
+        ctx = contextvars.copy_context()
+        if hasattr(stream, "__aiter__"):
+            return TracedAsyncGenerator(_async_body(stream, state), ctx, state.make_span)  # type: ignore[arg-type]
+        return TracedGenerator(_sync_body(stream, state), ctx, state.make_span)
+
+    def extract_usage(self, chunk: Any) -> TokenUsage | None:
+        """Read the token usage a chunk reports, or None. Override for other chunk shapes.
+
+        Understands a `usage` dict or object (OpenAI `prompt_tokens`/`completion_tokens`,
+        Anthropic `input_tokens`/`output_tokens`), also under `message` (Anthropic `message_start`).
+        """
+        usage = _get(chunk, "usage")
+        if usage is None:
+            usage = _get(_get(chunk, "message"), "usage")
+        return TokenUsage.from_provider(usage, provider=getattr(self, "provider", None))
+
+    def _mastrace_price(self, usage: TokenUsage, model: str) -> TokenUsage:
+        """Fill in the cost of a call from `cost_calculator` when the usage has none."""
+        calculator = self.cost_calculator
+        if calculator is None or usage.cost:
+            return usage
+        cost = calculator.calculate_cost(usage, model)
+        return usage if cost is None else usage.with_cost(cost)

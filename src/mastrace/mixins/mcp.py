@@ -1,0 +1,150 @@
+"""`MCPClientMixin`: one client span per MCP tool call, `mcp.<server>.<tool>`.
+
+The span follows the MCP and GenAI semantic conventions (`mcp.method.name = "tools/call"`,
+`gen_ai.operation.name = "execute_tool"`, `gen_ai.tool.name`, `mcp.session.id`). A call that
+raises, or whose result has `isError` set, gets error status and `tool.success = false`.
+
+The `mcp` SDK can emit OpenTelemetry spans of its own; use this mixin where those are not
+recorded, so calls are not traced twice.
+
+Example:
+    >>> import mastrace
+    >>> class FilesystemClient(mastrace.MCPClientMixin):
+    ...     server_name = "filesystem"
+    >>> client = FilesystemClient()
+    >>> with client.mcp_tool_call("read_file", {"path": "notes.txt"}) as call:
+    ...     call.set_result({"content": [{"type": "text", "text": "hello"}], "isError": False})
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any
+
+from opentelemetry.trace import SpanKind
+
+from .. import semconv
+from .._errors import handle_internal_errors
+from .._tracer import NoOpSpan, Span
+from ..exceptions import ConfigError
+from .coordination import mixin_tracer
+
+__all__ = ["MCPClientMixin", "MCPToolCall"]
+
+_ERROR_PREVIEW_CHARS = 200
+
+
+def _field(obj: Any, key: str) -> Any:
+    if isinstance(obj, Mapping):
+        return obj.get(key)
+    return getattr(obj, key, None)
+
+
+def result_is_error(result: Any) -> bool:
+    """Whether an MCP tool result reports failure (`isError`, or `is_error`, set to true)."""
+    return bool(_field(result, "isError") or _field(result, "is_error"))
+
+
+def _error_text(result: Any) -> str:
+    content = _field(result, "content")
+    if isinstance(content, (list, tuple)):
+        for item in content:
+            text = _field(item, "text")
+            if isinstance(text, str) and text:
+                return text[:_ERROR_PREVIEW_CHARS]
+    return "tool returned an error result"
+
+
+class MCPToolCall:
+    """The handle of an `mcp.<server>.<tool>` span; a sync and async context manager."""
+
+    def __init__(self, span: Span | NoOpSpan) -> None:
+        self._span = span
+        self._result_set = False
+        self.success: bool | None = None
+
+    def __enter__(self) -> MCPToolCall:
+        self._span.__enter__()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        with handle_internal_errors("mcp tool call end"):
+            if exc is not None and not isinstance(exc, GeneratorExit):
+                self._mark(False)
+                self._span.set_attribute(semconv.ERROR_TYPE, type(exc).__qualname__)
+            elif not self._result_set:
+                self._mark(True)
+        self._span.__exit__(exc_type, exc, tb)
+
+    async def __aenter__(self) -> MCPToolCall:
+        return self.__enter__()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.__exit__(exc_type, exc, tb)
+
+    def set_result(self, result: Any) -> None:
+        """Record the tool result's outcome: `isError` → error status and `tool.success = false`."""
+        self._result_set = True
+        if result_is_error(result):
+            self._mark(False)
+            self._span.set_attribute(semconv.ERROR_TYPE, "tool_error")
+            self._span.set_status("error", _error_text(result))
+        else:
+            self._mark(True)
+
+    def _mark(self, success: bool) -> None:
+        self.success = success
+        self._span.set_attribute(semconv.TOOL_SUCCESS, success)
+
+    @property
+    def span(self) -> Span | NoOpSpan:
+        """The underlying span handle."""
+        return self._span
+
+    def set_attribute(self, key: str, value: Any) -> None:
+        """Set an attribute on the tool call span."""
+        self._span.set_attribute(key, value)
+
+
+class MCPClientMixin:
+    """Adds MCP tool call spans to an MCP client. The class must set `server_name`.
+
+    Attributes:
+        server_name: The MCP server's name, e.g. `"filesystem"`.
+        mcp_session_id: The MCP session id, when the transport has one.
+    """
+
+    server_name: str
+    mcp_session_id: str | None = None
+
+    def mcp_tool_call(
+        self, tool: str, arguments: Mapping[str, Any] | None = None, *, session_id: str | None = None
+    ) -> MCPToolCall:
+        """Open the `mcp.<server>.<tool>` client span (use with `with` or `async with`).
+
+        Args:
+            tool: The tool name.
+            arguments: The call's arguments (recorded as `gen_ai.tool.call.arguments`, scrubbed on export).
+            session_id: The MCP session id, overriding `mcp_session_id`.
+        """
+        server = getattr(self, "server_name", None)
+        if not server:
+            raise ConfigError(f"{type(self).__name__} uses MCPClientMixin but has no server_name")
+        span = mixin_tracer().span(
+            semconv.SPAN_MCP_TOOL.format(server=server, tool=tool),
+            {
+                semconv.MCP_METHOD_NAME: semconv.MCP_METHOD_TOOLS_CALL,
+                semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OP_EXECUTE_TOOL,
+                semconv.GEN_AI_TOOL_NAME: tool,
+                semconv.MCP_SERVER_NAME: server,
+                semconv.MCP_SESSION_ID: session_id or self.mcp_session_id,
+                semconv.GEN_AI_TOOL_CALL_ARGUMENTS: dict(arguments) if arguments is not None else None,
+            },
+            kind=SpanKind.CLIENT,
+        )
+        return MCPToolCall(span)

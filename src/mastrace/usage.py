@@ -1,0 +1,441 @@
+"""Usage records, cost calculators, and crediting usage to the spans that caused it.
+
+`Usage` and `TokenUsage` have MASEval's fields and semantics: they add with `+` (and `sum()`),
+subtract with `-`, and serialise with `to_dict()`. Grouping fields (`provider`, `category`,
+`component_name`, `kind`) survive a sum when both sides agree and become `None` otherwise.
+
+`TokenUsage.input_tokens` counts every input token, cached or not (OpenAI's `prompt_tokens`
+convention); `TokenUsage.from_provider()` converts Anthropic's split counts to it.
+
+Example:
+    >>> from mastrace import StaticPricing, TokenUsage
+    >>> usage = TokenUsage(input_tokens=1_000, output_tokens=200)
+    >>> StaticPricing({"gpt-4o": {"input": 2.5, "output": 10.0}}).calculate_cost(usage, "gpt-4o")
+    0.0045
+"""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from . import semconv
+
+__all__ = [
+    "CostCalculator",
+    "StaticPricing",
+    "TokenUsage",
+    "Usage",
+    "UsageAccumulator",
+    "credit_usage",
+    "current_sinks",
+    "usage_attributes",
+]
+
+_TOKEN_FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "total_tokens",
+    "cached_input_tokens",
+    "cache_creation_input_tokens",
+    "reasoning_tokens",
+    "audio_tokens",
+)
+
+
+def _same(a: str | None, b: str | None) -> str | None:
+    return a if a == b else None
+
+
+@dataclass
+class Usage:
+    """A usage record for any billable resource (MASEval-compatible).
+
+    `Usage()` is the zero element, so `sum(records, Usage())` works.
+
+    Attributes:
+        cost: Total cost (USD, or whatever unit the pricing uses).
+        units: Countable units, e.g. `{"api_calls": 3}`.
+        provider: Provider identifier, e.g. `"anthropic"`.
+        category: Registry category, e.g. `"models"`.
+        component_name: Component name within the category.
+        kind: Component kind, e.g. `"llm"`.
+    """
+
+    cost: float = 0.0
+    units: dict[str, int | float] = field(default_factory=dict)
+    provider: str | None = None
+    category: str | None = None
+    component_name: str | None = None
+    kind: str | None = None
+
+    def _combine(self, other: Usage, sign: int) -> dict[str, Any]:
+        units: dict[str, int | float] = dict(self.units)
+        for key, value in other.units.items():
+            units[key] = units.get(key, 0) + sign * value
+        return {
+            "cost": self.cost + sign * other.cost,
+            "units": units,
+            "provider": _same(self.provider, other.provider),
+            "category": _same(self.category, other.category),
+            "component_name": _same(self.component_name, other.component_name),
+            "kind": _same(self.kind, other.kind),
+        }
+
+    def __add__(self, other: Usage) -> Usage:
+        if not isinstance(other, Usage):
+            return NotImplemented
+        if isinstance(other, TokenUsage) and not isinstance(self, TokenUsage):
+            return other.__add__(self)  # keep the token fields
+        return Usage(**self._combine(other, 1))
+
+    def __radd__(self, other: object) -> Usage:
+        if other == 0:  # sum() starts from 0
+            return self
+        if isinstance(other, Usage):
+            return other.__add__(self)
+        return NotImplemented
+
+    def __sub__(self, other: Usage) -> Usage:
+        """The usage accrued between `other` (an earlier total) and `self`."""
+        if not isinstance(other, Usage):
+            return NotImplemented
+        fields = self._combine(other, -1)
+        fields.update(
+            provider=self.provider, category=self.category, component_name=self.component_name, kind=self.kind
+        )
+        if isinstance(self, TokenUsage) or isinstance(other, TokenUsage):
+            tokens: dict[str, Any] = {n: getattr(self, n, 0) - getattr(other, n, 0) for n in _TOKEN_FIELDS}
+            return TokenUsage(**fields, **tokens)
+        return Usage(**fields)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Serialise to a JSON-compatible dictionary."""
+        return {
+            "cost": self.cost,
+            "units": dict(self.units),
+            "provider": self.provider,
+            "category": self.category,
+            "component_name": self.component_name,
+            "kind": self.kind,
+        }
+
+    @staticmethod
+    def from_dict(data: Mapping[str, Any]) -> Usage:
+        """Rebuild a `Usage` (a `TokenUsage` when token fields are present) from `to_dict()` output."""
+        base: dict[str, Any] = {
+            "cost": float(data.get("cost") or 0.0),
+            "units": dict(data.get("units") or {}),
+            "provider": data.get("provider"),
+            "category": data.get("category"),
+            "component_name": data.get("component_name"),
+            "kind": data.get("kind"),
+        }
+        if any(name in data for name in _TOKEN_FIELDS):
+            tokens: dict[str, Any] = {name: int(data.get(name) or 0) for name in _TOKEN_FIELDS}
+            return TokenUsage(**base, **tokens)
+        return Usage(**base)
+
+    @staticmethod
+    def coerce(value: Any) -> Usage:
+        """Return `value` as a mastrace `Usage`, converting any object with a compatible `to_dict()`."""
+        if isinstance(value, Usage):
+            return value
+        to_dict = getattr(value, "to_dict", None)
+        if callable(to_dict):
+            return Usage.from_dict(to_dict())
+        if isinstance(value, Mapping):
+            return Usage.from_dict(value)
+        raise TypeError(f"expected a Usage, not {type(value).__name__}")
+
+
+@dataclass
+class TokenUsage(Usage):
+    """LLM usage with token counts (MASEval-compatible).
+
+    Attributes:
+        input_tokens: Every input token, cached or not.
+        output_tokens: Output tokens, reasoning included.
+        total_tokens: Input plus output, as reported.
+        cached_input_tokens: Input tokens read from a prompt cache.
+        cache_creation_input_tokens: Input tokens written to a prompt cache.
+        reasoning_tokens: Output tokens spent on reasoning.
+        audio_tokens: Audio tokens.
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    cached_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    reasoning_tokens: int = 0
+    audio_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        if not isinstance(other, Usage):
+            return NotImplemented
+        tokens: dict[str, Any] = {n: getattr(self, n) + getattr(other, n, 0) for n in _TOKEN_FIELDS}
+        return TokenUsage(**self._combine(other, 1), **tokens)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Serialise to a JSON-compatible dictionary."""
+        return {**super().to_dict(), **{name: getattr(self, name) for name in _TOKEN_FIELDS}}
+
+    def with_cost(self, cost: float) -> TokenUsage:
+        """A copy of this record with `cost` replaced."""
+        return dataclasses.replace(self, cost=cost, units=dict(self.units))
+
+    @classmethod
+    def from_provider(
+        cls, usage: Any, *, provider: str | None = None, kind: str = "llm"
+    ) -> TokenUsage | None:
+        """Read a provider's usage object or dict; None when it holds no token counts.
+
+        Understands OpenAI chat (`prompt_tokens`, `completion_tokens`, `*_tokens_details`), OpenAI
+        responses and Anthropic (`input_tokens`, `output_tokens`, `cache_read_input_tokens`,
+        `cache_creation_input_tokens`), and Gemini (`prompt_token_count`, ...).
+        """
+        if usage is None:
+            return None
+        prompt = _int(usage, "prompt_tokens", "prompt_token_count")
+        inputs = _int(usage, "input_tokens")
+        output = _int(usage, "completion_tokens", "output_tokens", "candidates_token_count")
+        if prompt is None and inputs is None and output is None:
+            return None
+        cache_read = _int(usage, "cache_read_input_tokens")
+        cache_write_raw = _int(usage, "cache_creation_input_tokens")
+        cache_write = cache_write_raw or 0
+        cached = (
+            cache_read
+            if cache_read is not None
+            else (
+                _int(_get(usage, "prompt_tokens_details"), "cached_tokens")
+                or _int(_get(usage, "input_tokens_details"), "cached_tokens")
+                or _int(usage, "cached_content_token_count")
+                or 0
+            )
+        )
+        if prompt is None and (cache_read is not None or cache_write_raw is not None):
+            # Anthropic counts cached input apart from `input_tokens`
+            inputs = (inputs or 0) + (cache_read or 0) + cache_write
+        total_in = prompt if prompt is not None else (inputs or 0)
+        reasoning = (
+            _int(_get(usage, "completion_tokens_details"), "reasoning_tokens")
+            or _int(_get(usage, "output_tokens_details"), "reasoning_tokens")
+            or _int(usage, "thoughts_token_count")
+            or 0
+        )
+        total = _int(usage, "total_tokens", "total_token_count") or total_in + (output or 0)
+        return cls(
+            provider=provider,
+            kind=kind,
+            input_tokens=total_in,
+            output_tokens=output or 0,
+            total_tokens=total,
+            cached_input_tokens=cached,
+            cache_creation_input_tokens=cache_write,
+            reasoning_tokens=reasoning,
+        )
+
+    def merge_max(self, other: TokenUsage) -> TokenUsage:
+        """Field-wise maximum: combines cumulative counters reported across several stream chunks."""
+        tokens: dict[str, Any] = {n: max(getattr(self, n), getattr(other, n)) for n in _TOKEN_FIELDS}
+        return TokenUsage(
+            cost=max(self.cost, other.cost),
+            units=dict(self.units),
+            provider=self.provider,
+            category=self.category,
+            component_name=self.component_name,
+            kind=self.kind,
+            **tokens,
+        )
+
+
+def _get(obj: Any, key: str) -> Any:
+    if obj is None:
+        return None
+    if isinstance(obj, Mapping):
+        return obj.get(key)
+    return getattr(obj, key, None)
+
+
+def _int(obj: Any, *keys: str) -> int | None:
+    for key in keys:
+        value = _get(obj, key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return int(value)
+    return None
+
+
+# -- cost ----------------------------------------------------------------------------------------
+
+
+@runtime_checkable
+class CostCalculator(Protocol):
+    """Computes the cost of one call from its token usage (MASEval's protocol).
+
+    Return `None` when the model's pricing is unknown.
+    """
+
+    def calculate_cost(self, usage: TokenUsage, model_id: str) -> float | None:
+        """The cost of `usage` on `model_id`, or None when unknown."""
+        ...
+
+
+class StaticPricing:
+    """A `CostCalculator` from fixed prices per million tokens, per model.
+
+    Each model maps to `"input"` and `"output"` prices, and optionally `"cached_input"` and
+    `"cache_creation_input"` (both default to the input price). Reasoning tokens are billed as
+    output. Models are matched exactly.
+
+    Example:
+        >>> pricing = StaticPricing({"claude-sonnet-4-5": {"input": 3.0, "output": 15.0}})
+        >>> pricing.calculate_cost(TokenUsage(input_tokens=2_000_000), "claude-sonnet-4-5")
+        6.0
+    """
+
+    def __init__(self, prices: Mapping[str, Mapping[str, float]]) -> None:
+        self._prices = {model: dict(rates) for model, rates in prices.items()}
+
+    def calculate_cost(self, usage: TokenUsage, model_id: str) -> float | None:
+        """The cost of `usage` on `model_id`, or None when the model has no price."""
+        rates = self._prices.get(model_id)
+        if rates is None:
+            return None
+        input_rate = rates.get("input", 0.0)
+        cached_rate = rates.get("cached_input", input_rate)
+        creation_rate = rates.get("cache_creation_input", input_rate)
+        fresh = max(0, usage.input_tokens - usage.cached_input_tokens - usage.cache_creation_input_tokens)
+        per_million = (
+            fresh * input_rate
+            + usage.cached_input_tokens * cached_rate
+            + usage.cache_creation_input_tokens * creation_rate
+            + usage.output_tokens * rates.get("output", 0.0)
+        )
+        return per_million / 1_000_000
+
+    @property
+    def models(self) -> list[str]:
+        """The models that have prices."""
+        return list(self._prices)
+
+    def gather_config(self) -> dict[str, Any]:
+        """The pricing table, for the configuration snapshot."""
+        return {"type": type(self).__name__, "unit": "per_million_tokens", "prices": self._prices}
+
+
+# -- attributes ----------------------------------------------------------------------------------
+
+
+def usage_attributes(usage: Usage, *, massgen: bool = True, gen_ai: bool = True) -> dict[str, Any]:
+    """Span attributes for `usage`: the seed's `massgen.usage.*` and/or the GenAI `gen_ai.usage.*`."""
+    attrs: dict[str, Any] = {}
+    tokens = usage if isinstance(usage, TokenUsage) else None
+    if massgen:
+        attrs[semconv.MASSGEN_USAGE_COST] = float(usage.cost)
+        if tokens is not None:
+            attrs[semconv.MASSGEN_USAGE_INPUT] = tokens.input_tokens
+            attrs[semconv.MASSGEN_USAGE_OUTPUT] = tokens.output_tokens
+            attrs[semconv.MASSGEN_USAGE_REASONING] = tokens.reasoning_tokens
+            attrs[semconv.MASSGEN_USAGE_CACHED_INPUT] = tokens.cached_input_tokens
+    if gen_ai and tokens is not None:
+        attrs[semconv.GEN_AI_USAGE_INPUT_TOKENS] = tokens.input_tokens
+        attrs[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] = tokens.output_tokens
+        attrs[semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = tokens.cached_input_tokens
+        attrs[semconv.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS] = tokens.cache_creation_input_tokens
+        attrs[semconv.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = tokens.reasoning_tokens
+    return attrs
+
+
+# -- crediting usage to the enclosing round, session and registry scope ---------------------------
+
+
+class UsageAccumulator:
+    """A thread-safe running sum of usage, optionally split by label (e.g. agent id)."""
+
+    __slots__ = ("_by_label", "_lock", "_total", "count", "label")
+
+    def __init__(self, label: str | None = None) -> None:
+        self.label = label
+        self._lock = threading.Lock()
+        self._total: Usage = Usage()
+        self._by_label: dict[str, Usage] = {}
+        self.count = 0
+
+    def add(self, usage: Usage, source: object = None, label: str | None = None) -> None:
+        """Add one record; `label` names the innermost labelled accumulator that received it."""
+        with self._lock:
+            self._total = self._total + usage
+            self.count += 1
+            if label is not None:
+                self._by_label[label] = self._by_label.get(label, Usage()) + usage
+
+    @property
+    def total(self) -> Usage:
+        """The sum so far."""
+        with self._lock:
+            return self._total
+
+    def by_label(self) -> dict[str, Usage]:
+        """The sum so far per label."""
+        with self._lock:
+            return dict(self._by_label)
+
+
+class UsageSink(Protocol):
+    """Anything that accepts credited usage (an accumulator, a registry scope's ledger)."""
+
+    label: str | None
+
+    def add(self, usage: Usage, source: object = None, label: str | None = None) -> None: ...
+
+
+# One variable holding the chain of sinks, innermost last: a session's accumulator, a round's,
+# a registry scope's ledger. Tasks and (propagated) threads inherit it with the context.
+_SINKS: contextvars.ContextVar[tuple[UsageSink, ...]] = contextvars.ContextVar(
+    "mastrace_usage_sinks", default=()
+)
+
+
+def push_sink(sink: UsageSink) -> contextvars.Token[tuple[UsageSink, ...]]:
+    """Make `sink` receive the usage credited in this context until `pop_sink`."""
+    return _SINKS.set((*_SINKS.get(), sink))
+
+
+def pop_sink(token: contextvars.Token[tuple[UsageSink, ...]], sink: UsageSink) -> None:
+    """Undo `push_sink`, also when called from another context than the one that pushed."""
+    try:
+        _SINKS.reset(token)
+    except (ValueError, RuntimeError):
+        chain = _SINKS.get()
+        if sink in chain:
+            _SINKS.set(tuple(s for s in chain if s is not sink))
+
+
+def current_sinks() -> tuple[UsageSink, ...]:
+    """The sinks that usage credited in the current context goes to."""
+    return _SINKS.get()
+
+
+def credit_usage(usage: Usage, source: object = None, *, chain: tuple[UsageSink, ...] | None = None) -> None:
+    """Credit `usage` to the enclosing agent rounds, coordination sessions and registry scopes.
+
+    The LLM mixin and `UsageTrackableMixin.record_usage()` call this for you.
+
+    Args:
+        usage: The usage of one call.
+        source: The component that incurred it (registry scopes count it for that component).
+        chain: The sinks to credit instead of the current context's.
+    """
+    if chain is None:
+        chain = _SINKS.get()
+    if not chain:
+        return
+    label = next((s.label for s in reversed(chain) if s.label is not None), None)
+    for sink in chain:
+        sink.add(usage, source, label)

@@ -1,0 +1,178 @@
+"""Usage records, provider usage parsing, static pricing, and crediting usage to sinks (`usage.py`)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from maseval.core.usage import TokenUsage as MasevalTokenUsage
+
+from mastrace import CostCalculator, StaticPricing, TokenUsage, Usage, semconv
+from mastrace.usage import UsageAccumulator, credit_usage, pop_sink, push_sink, usage_attributes
+
+
+def test_usage_sum_keeps_matching_grouping_fields_and_drops_mismatches() -> None:
+    """Adding usages sums cost and units; grouping fields survive only when both sides agree."""
+    a = Usage(cost=0.5, units={"api_calls": 1}, provider="bloomberg", kind="service")
+    b = Usage(cost=0.25, units={"api_calls": 2, "pages": 3}, provider="bloomberg", kind="llm")
+    total = a + b
+    assert total == Usage(cost=0.75, units={"api_calls": 3, "pages": 3}, provider="bloomberg", kind=None)
+
+
+def test_sum_starts_from_zero_or_an_empty_usage() -> None:
+    """`sum()` works both from its default start 0 and from `Usage()`."""
+    records = [Usage(cost=0.5), Usage(cost=0.25)]
+    assert sum(records, Usage()).cost == 0.75
+    assert sum(records).cost == 0.75  # type: ignore[arg-type]
+
+
+def test_token_usage_keeps_tokens_when_added_to_plain_usage_either_way() -> None:
+    """TokenUsage + Usage and Usage + TokenUsage both keep the token counts."""
+    tokens = TokenUsage(cost=0.5, input_tokens=10, output_tokens=4)
+    for total in (tokens + Usage(cost=0.25), Usage(cost=0.25) + tokens):
+        assert isinstance(total, TokenUsage)
+        assert (total.cost, total.input_tokens, total.output_tokens) == (0.75, 10, 4)
+
+
+def test_token_usages_add_field_by_field() -> None:
+    """Every token field adds up."""
+    total = TokenUsage(input_tokens=1, cached_input_tokens=2, reasoning_tokens=3) + TokenUsage(
+        input_tokens=10, cached_input_tokens=20, reasoning_tokens=30, audio_tokens=5
+    )
+    assert isinstance(total, TokenUsage)
+    assert (total.input_tokens, total.cached_input_tokens, total.reasoning_tokens, total.audio_tokens) == (
+        11,
+        22,
+        33,
+        5,
+    )
+
+
+def test_subtraction_gives_the_usage_accrued_since_an_earlier_total() -> None:
+    """`later - earlier` is the delta, with the later record's grouping fields."""
+    earlier = TokenUsage(cost=0.5, input_tokens=100, units={"calls": 1}, provider="openai")
+    later = TokenUsage(cost=0.75, input_tokens=160, units={"calls": 3}, provider="openai")
+    delta = later - earlier
+    assert isinstance(delta, TokenUsage)
+    assert (delta.cost, delta.input_tokens, delta.units, delta.provider) == (0.25, 60, {"calls": 2}, "openai")
+
+
+def test_to_dict_and_from_dict_round_trip() -> None:
+    """`Usage.from_dict(u.to_dict())` rebuilds an equal record of the same class."""
+    for record in (
+        Usage(cost=1.5, units={"calls": 2}, category="tools"),
+        TokenUsage(input_tokens=7, kind="llm"),
+    ):
+        assert Usage.from_dict(record.to_dict()) == record
+
+
+def test_to_dict_matches_maseval_field_names() -> None:
+    """`TokenUsage.to_dict()` has exactly MASEval's keys."""
+    assert TokenUsage().to_dict().keys() == MasevalTokenUsage().to_dict().keys()
+
+
+def test_coerce_converts_a_maseval_usage() -> None:
+    """A MASEval usage record becomes the equivalent mastrace record."""
+    theirs = MasevalTokenUsage(cost=0.5, input_tokens=3, output_tokens=2, provider="anthropic")
+    ours = Usage.coerce(theirs)
+    assert ours == TokenUsage(cost=0.5, input_tokens=3, output_tokens=2, provider="anthropic")
+
+
+def test_from_provider_reads_openai_chat_usage() -> None:
+    """OpenAI chat usage maps prompt/completion tokens, cached tokens and reasoning tokens."""
+    usage = TokenUsage.from_provider(
+        {
+            "prompt_tokens": 120,
+            "completion_tokens": 30,
+            "total_tokens": 150,
+            "prompt_tokens_details": {"cached_tokens": 100},
+            "completion_tokens_details": {"reasoning_tokens": 12},
+        },
+        provider="openai",
+    )
+    assert usage == TokenUsage(
+        provider="openai",
+        kind="llm",
+        input_tokens=120,
+        output_tokens=30,
+        total_tokens=150,
+        cached_input_tokens=100,
+        reasoning_tokens=12,
+    )
+
+
+def test_from_provider_counts_anthropic_cache_reads_and_writes_as_input() -> None:
+    """Anthropic's uncached `input_tokens` plus cache reads and writes give the total input."""
+    usage = TokenUsage.from_provider(
+        SimpleNamespace(
+            input_tokens=10, output_tokens=5, cache_read_input_tokens=200, cache_creation_input_tokens=40
+        )
+    )
+    assert usage is not None
+    assert (usage.input_tokens, usage.cached_input_tokens, usage.cache_creation_input_tokens) == (
+        250,
+        200,
+        40,
+    )
+    assert usage.total_tokens == 255
+
+
+def test_from_provider_returns_none_without_token_counts() -> None:
+    """Objects that carry no token counts give None."""
+    assert TokenUsage.from_provider(None) is None
+    assert TokenUsage.from_provider({"model": "gpt-4o"}) is None
+    assert TokenUsage.from_provider("text chunk") is None
+
+
+def test_merge_max_combines_cumulative_counts_from_several_chunks() -> None:
+    """The field-wise maximum of split reports is the call's usage."""
+    start = TokenUsage(input_tokens=50, output_tokens=1)
+    end = TokenUsage(output_tokens=40)
+    merged = start.merge_max(end)
+    assert (merged.input_tokens, merged.output_tokens) == (50, 40)
+
+
+def test_static_pricing_uses_prices_per_million_tokens() -> None:
+    """Fresh input, cached input and output are each billed at their own per-million price."""
+    pricing = StaticPricing({"m": {"input": 2.0, "output": 8.0, "cached_input": 0.5}})
+    usage = TokenUsage(input_tokens=1_500_000, cached_input_tokens=1_000_000, output_tokens=250_000)
+    assert pricing.calculate_cost(usage, "m") == pytest.approx(0.5 * 2.0 + 1.0 * 0.5 + 0.25 * 8.0)
+
+
+def test_static_pricing_returns_none_for_unknown_models() -> None:
+    """A model without prices has no cost."""
+    assert (
+        StaticPricing({"m": {"input": 1.0, "output": 1.0}}).calculate_cost(TokenUsage(input_tokens=5), "x")
+        is None
+    )
+
+
+def test_static_pricing_is_a_cost_calculator() -> None:
+    """StaticPricing satisfies the CostCalculator protocol."""
+    assert isinstance(StaticPricing({}), CostCalculator)
+
+
+def test_usage_attributes_name_both_conventions() -> None:
+    """Token usage becomes massgen.usage.* and gen_ai.usage.* attributes."""
+    attrs = usage_attributes(TokenUsage(cost=0.5, input_tokens=9, output_tokens=4, reasoning_tokens=2))
+    assert attrs[semconv.MASSGEN_USAGE_INPUT] == 9 and attrs[semconv.GEN_AI_USAGE_INPUT_TOKENS] == 9
+    assert (
+        attrs[semconv.MASSGEN_USAGE_REASONING] == 2
+        and attrs[semconv.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] == 2
+    )
+    assert attrs[semconv.MASSGEN_USAGE_COST] == 0.5
+
+
+def test_credit_usage_reaches_every_sink_labelled_by_the_innermost() -> None:
+    """Credited usage goes to every sink in the context, filed under the innermost label."""
+    outer, inner = UsageAccumulator(), UsageAccumulator(label="agent_a")
+    outer_token = push_sink(outer)
+    inner_token = push_sink(inner)
+    credit_usage(TokenUsage(input_tokens=3))
+    pop_sink(inner_token, inner)
+    credit_usage(TokenUsage(input_tokens=5))
+    pop_sink(outer_token, outer)
+    credit_usage(TokenUsage(input_tokens=100))
+    assert outer.total.input_tokens == 8  # type: ignore[attr-defined]
+    assert inner.total.input_tokens == 3  # type: ignore[attr-defined]
+    assert outer.by_label()["agent_a"].input_tokens == 3  # type: ignore[attr-defined]
