@@ -379,3 +379,20 @@ def test_secret_in_long_text_is_found(scrubber: Scrubber) -> None:
     out = scrubber.scrub_text(filler + "sk-" + _B[:30] + " " + filler)
     assert "[Scrubbed: openai_key]" in out and _B[:30] not in out
     assert len(out) == 2 * len(filler) + len("[Scrubbed: openai_key] ")
+
+
+def test_package_names_in_a_packages_mapping_are_not_secret_names(scrubber: Scrubber) -> None:
+    """Distribution names such as `google-auth` or `tiktoken` under `packages` keep their versions."""
+    config = {
+        "benchmark": {"packages": {"google-auth": "2.40.0", "tiktoken": "0.9.0", "SecretStorage": "3.3"}}
+    }
+    attrs, paths = scrubber.scrub_attributes({"mastrace.config": json.dumps(config)})
+    assert json.loads(attrs["mastrace.config"]) == config
+    assert paths == []
+
+
+def test_secret_shaped_value_under_packages_is_still_scrubbed(scrubber: Scrubber) -> None:
+    """Only key-name matching is skipped under `packages`; a secret-shaped value is still removed."""
+    secret = "sk-proj-" + "a1B2c3D4e5F6g7H8i9J0" * 2
+    attrs, _ = scrubber.scrub_attributes({"mastrace.config": json.dumps({"packages": {"x": secret}})})
+    assert secret not in attrs["mastrace.config"]

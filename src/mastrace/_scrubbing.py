@@ -511,9 +511,12 @@ class Scrubber:
         depth: int,
     ) -> None:
         items = node.items() if isinstance(node, dict) else enumerate(node)
+        # The keys of a `packages` mapping are distribution names (`google-auth`, `tiktoken`), not
+        # secret names: only their values are checked, by shape.
+        names_are_packages = bool(path) and path[-1] == "packages"
         for k, v in items:
             child = (*path, k)
-            if isinstance(k, str) and not (v is None or isinstance(v, bool)):
+            if isinstance(k, str) and not names_are_packages and not (v is None or isinstance(v, bool)):
                 match = self.key_match(k)
                 if match is not None:
                     node[k] = self._redact_key(child, v, match, trail)

@@ -284,6 +284,20 @@ class Span:
         for key, value in attributes.items():
             self.set_attribute(key, value)
 
+    def set_json_attribute(self, key: str, text: str) -> None:
+        """Set an attribute whose value is already JSON text (an object or array).
+
+        Use it for a snapshot serialised once and attached to many spans: nothing is re-encoded,
+        and the key is declared in `logfire.json_schema` so Logfire renders it as an object.
+        """
+        span = self._span
+        if span is None:
+            return
+        span.set_attribute(key, text)
+        if self._json_keys is None:
+            self._json_keys = {}
+        self._json_keys[key] = text
+
     def add_event(
         self, name: str, attributes: Mapping[str, Any] | None = None, timestamp: int | None = None
     ) -> None:
@@ -370,6 +384,9 @@ class NoOpSpan:
         return None
 
     def set_attributes(self, attributes: Mapping[str, Any]) -> None:
+        return None
+
+    def set_json_attribute(self, key: str, text: str) -> None:
         return None
 
     def add_event(

@@ -276,10 +276,10 @@ def test_resource_and_prompt_calls_are_traced(instrumented: None, mastrace_spans
 
     _run_client(body)
     assert (
-        mastrace_spans.attributes("mcp.inproc.resources/read")[mcp_integration.MCP_RESOURCE_URI]
+        mastrace_spans.attributes("mcp.inproc.resources/read")[semconv.MCP_RESOURCE_URI]
         == "res://greeting"
     )
-    assert mastrace_spans.attributes("mcp.inproc.prompts/get")[mcp_integration.GEN_AI_PROMPT_NAME] == "hello"
+    assert mastrace_spans.attributes("mcp.inproc.prompts/get")[semconv.GEN_AI_PROMPT_NAME] == "hello"
 
 
 def test_jsonrpc_error_marks_the_call_failed(instrumented: None, mastrace_spans: CapturedSpans) -> None:

@@ -51,20 +51,6 @@ except ImportError as exc:
 
 __all__ = ["MastraceCallback"]
 
-SPAN_RUN = "maseval.run"
-SPAN_TASK = "maseval.task"
-SPAN_REPETITION = "maseval.repetition"
-MASEVAL_BENCHMARK = "maseval.benchmark"
-MASEVAL_N_TASK_REPEATS = "maseval.n_task_repeats"
-MASEVAL_NUM_WORKERS = "maseval.num_workers"
-MASEVAL_TASK_ID = "maseval.task.id"
-MASEVAL_TASK_QUERY = "maseval.task.query"
-MASEVAL_REPEAT_IDX = "maseval.repeat_idx"
-MASEVAL_STATUS = "maseval.status"
-MASEVAL_STATUS_COUNTS = "maseval.status_counts"
-MASEVAL_EVAL = "maseval.eval"
-MASEVAL_ERROR_MESSAGE = "maseval.error_message"
-
 _SUCCESS = TaskExecutionStatus.SUCCESS.value
 _TRACER_NAME = "mastrace.integrations.maseval"
 _OpenSpan = Span | NoOpSpan
@@ -111,23 +97,23 @@ class MastraceCallback(BenchmarkCallback):  # type: ignore[misc]
             self.close()
             self._run_counts = Counter()
             attrs = {
-                MASEVAL_BENCHMARK: type(benchmark).__name__,
-                MASEVAL_N_TASK_REPEATS: getattr(benchmark, "n_task_repeats", None),
-                MASEVAL_NUM_WORKERS: getattr(benchmark, "num_workers", None),
+                semconv.MASEVAL_BENCHMARK: type(benchmark).__name__,
+                semconv.MASEVAL_N_TASK_REPEATS: getattr(benchmark, "n_task_repeats", None),
+                semconv.MASEVAL_NUM_WORKERS: getattr(benchmark, "num_workers", None),
                 semconv.LOGFIRE_MSG: f"MASEval run: {type(benchmark).__name__}",
             }
-            self._run = self._open(SPAN_RUN, None, attrs)
+            self._run = self._open(semconv.SPAN_MASEVAL_RUN, None, attrs)
 
     def on_task_start(self, benchmark: Benchmark, task: Task) -> None:
         """Open the `maseval.task` span under the run span."""
         with self._lock, handle_internal_errors("maseval on_task_start"):
             task_id = str(task.id)
             attrs = {
-                MASEVAL_TASK_ID: task_id,
-                MASEVAL_TASK_QUERY: getattr(task, "query", None),
+                semconv.MASEVAL_TASK_ID: task_id,
+                semconv.MASEVAL_TASK_QUERY: getattr(task, "query", None),
                 semconv.LOGFIRE_MSG: f"MASEval task {task_id}",
             }
-            self._tasks[task_id] = (self._open(SPAN_TASK, self._run, attrs), Counter())
+            self._tasks[task_id] = (self._open(semconv.SPAN_MASEVAL_TASK, self._run, attrs), Counter())
 
     def on_task_repeat_start(self, benchmark: Benchmark, task: Task, repeat_idx: int) -> None:
         """Open the `maseval.repetition` span and make it current while the repetition runs."""
@@ -135,11 +121,13 @@ class MastraceCallback(BenchmarkCallback):  # type: ignore[misc]
             task_id = str(task.id)
             parent = self._tasks.get(task_id, (self._run, None))[0]
             attrs = {
-                MASEVAL_TASK_ID: task_id,
-                MASEVAL_REPEAT_IDX: repeat_idx,
+                semconv.MASEVAL_TASK_ID: task_id,
+                semconv.MASEVAL_REPEAT_IDX: repeat_idx,
                 semconv.LOGFIRE_MSG: f"MASEval task {task_id} repetition {repeat_idx}",
             }
-            self._repetitions[(task_id, repeat_idx)] = self._open(SPAN_REPETITION, parent, attrs)
+            self._repetitions[(task_id, repeat_idx)] = self._open(
+                semconv.SPAN_MASEVAL_REPETITION, parent, attrs
+            )
 
     def on_task_repeat_end(self, benchmark: Benchmark, report: dict[str, Any]) -> None:
         """Attach the repetition's config, usage, evaluation and status, and end its span."""
@@ -172,7 +160,7 @@ class MastraceCallback(BenchmarkCallback):  # type: ignore[misc]
         """End the `maseval.run` span with the count of repetitions per status."""
         with self._lock, handle_internal_errors("maseval on_run_end"):
             if self._run is not None:
-                self._run.set_attribute(MASEVAL_STATUS_COUNTS, dict(self._run_counts))
+                self._run.set_attribute(semconv.MASEVAL_STATUS_COUNTS, dict(self._run_counts))
             self.close()
 
     def close(self, exc: BaseException | None = None) -> None:
@@ -213,7 +201,7 @@ class MastraceCallback(BenchmarkCallback):  # type: ignore[misc]
                 otel_context.detach(token)  # type: ignore[arg-type]
 
     def _annotate(self, span: _OpenSpan, report: Mapping[str, Any], status: str) -> None:
-        span.set_attribute(MASEVAL_STATUS, status)
+        span.set_attribute(semconv.MASEVAL_STATUS, status)
         config = report.get("config")
         if isinstance(config, Mapping) and config:
             snapshot = self._snapshots.snapshot(config)
@@ -223,7 +211,7 @@ class MastraceCallback(BenchmarkCallback):  # type: ignore[misc]
         if isinstance(usage, Mapping):
             span.set_attribute(semconv.MASTRACE_USAGE, {k: v for k, v in usage.items() if k != "metadata"})
         if self.record_eval and report.get("eval") is not None:
-            span.set_attribute(MASEVAL_EVAL, report["eval"])
+            span.set_attribute(semconv.MASEVAL_EVAL, report["eval"])
         if status != _SUCCESS:
             _record_error(span, status, report.get("error"))
 
@@ -234,7 +222,7 @@ def _record_error(span: _OpenSpan, status: str, error: Any) -> None:
     message = str(error.get("error_message") or "")
     span.set_attribute(semconv.ERROR_TYPE, error_type)
     if message:
-        span.set_attribute(MASEVAL_ERROR_MESSAGE, message)
+        span.set_attribute(semconv.MASEVAL_ERROR_MESSAGE, message)
     span.add_event(
         "exception",
         {
@@ -247,7 +235,7 @@ def _record_error(span: _OpenSpan, status: str, error: Any) -> None:
 
 
 def _finish_with_counts(span: _OpenSpan, counts: Counter[str], what: str) -> None:
-    span.set_attribute(MASEVAL_STATUS_COUNTS, dict(counts))
+    span.set_attribute(semconv.MASEVAL_STATUS_COUNTS, dict(counts))
     failed = sum(n for status, n in counts.items() if status != _SUCCESS)
     if failed:
         span.set_status("error", f"{failed} of {sum(counts.values())} {what} failed")

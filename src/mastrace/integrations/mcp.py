@@ -62,18 +62,14 @@ __all__ = ["continue_trace", "instrument_mcp", "set_session_info", "traced_tool"
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-# Keys of the MCP and GenAI conventions that semconv does not list yet.
-MCP_RESOURCE_URI = "mcp.resource.uri"
-GEN_AI_PROMPT_NAME = "gen_ai.prompt.name"
-
 # ClientSession method -> (MCP method, the parameter naming its target, the attribute it goes in)
 _METHODS: dict[str, tuple[str, str | None, str | None]] = {
     "call_tool": (semconv.MCP_METHOD_TOOLS_CALL, "name", semconv.GEN_AI_TOOL_NAME),
     "list_tools": (semconv.MCP_METHOD_TOOLS_LIST, None, None),
-    "list_resources": ("resources/list", None, None),
-    "read_resource": ("resources/read", "uri", MCP_RESOURCE_URI),
-    "list_prompts": ("prompts/list", None, None),
-    "get_prompt": ("prompts/get", "name", GEN_AI_PROMPT_NAME),
+    "list_resources": (semconv.MCP_METHOD_RESOURCES_LIST, None, None),
+    "read_resource": (semconv.MCP_METHOD_RESOURCES_READ, "uri", semconv.MCP_RESOURCE_URI),
+    "list_prompts": (semconv.MCP_METHOD_PROMPTS_LIST, None, None),
+    "get_prompt": (semconv.MCP_METHOD_PROMPTS_GET, "name", semconv.GEN_AI_PROMPT_NAME),
 }
 _TRACER_NAME = "mastrace.integrations.mcp"
 _DISPATCHER_MODULE = "mcp.shared.jsonrpc_dispatcher"

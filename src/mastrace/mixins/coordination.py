@@ -53,20 +53,6 @@ def current_session() -> CoordinationSession | None:
     return _CURRENT_SESSION.get()
 
 
-def set_json_text(span: Span | NoOpSpan, key: str, text: str) -> None:
-    """Set an attribute whose value is already JSON text, declaring it in `logfire.json_schema`."""
-    setter = getattr(span, "set_json_attribute", None)
-    if setter is not None:
-        setter(key, text)
-        return
-    span.set_attribute(key, text)
-    if isinstance(span, Span) and span.otel_span is not None:
-        keys = span._json_keys  # key -> JSON text: what Span.end() lists in logfire.json_schema
-        if keys is None:
-            keys = span._json_keys = {}
-        keys[key] = text
-
-
 def _log_span(name: str, attrs: Mapping[str, Any], links: Sequence[Any] | None = None) -> SpanContext | None:
     """A zero-duration log record (like `Tracer.event`) that returns its span context for links."""
     span = mixin_tracer().start_span(
@@ -112,7 +98,7 @@ class CoordinationSession:
     def _attach_config(self) -> None:
         with handle_internal_errors("coordination session config"):
             snap = self._registry.config_snapshot()
-            set_json_text(self._span, semconv.MASTRACE_CONFIG, snap.text)
+            self._span.set_json_attribute(semconv.MASTRACE_CONFIG, snap.text)
             self._span.set_attribute(semconv.MASTRACE_CONFIG_HASH, snap.hash)
             self.config_hash = snap.hash
 
