@@ -7,17 +7,24 @@ Every argument of `configure()` can also come from the environment; an explicit 
 | `service_name`      | `OTEL_SERVICE_NAME`                                    | script name      |
 | `local`             | `MASTRACE_DIR` (a path), `MASTRACE_LOCAL=0` to disable | `./.mastrace`    |
 | `otlp`              | `MASTRACE_OTLP`, else `OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT` | off        |
-| `logfire`           | `MASTRACE_LOGFIRE=1` or `LOGFIRE_TOKEN`                | off              |
+| `logfire`           | `MASTRACE_LOGFIRE=1`, or `LOGFIRE_TOKEN` unless `MASTRACE_LOGFIRE=0` | off |
 | `console`           | `MASTRACE_CONSOLE=1`                                   | off              |
 | `scrubbing`         | `MASTRACE_SCRUBBING=0` to disable                      | on               |
 | `sample_rate`       | `MASTRACE_SAMPLE_RATE`                                 | 1.0              |
 | `propagate_threads` | `MASTRACE_PROPAGATE_THREADS=0` to disable              | on               |
+| `flush_interval`    | `MASTRACE_FLUSH_INTERVAL` (seconds)                    | 0.5              |
+| `max_queue_size`    | `MASTRACE_MAX_QUEUE_SIZE` (spans per destination)      | 200000           |
+| (exit)              | `MASTRACE_SHUTDOWN_TIMEOUT`: bound on the flush at exit | 5 seconds       |
 | (everything)        | `MASTRACE_DISABLED=1`: every call is a no-op           |                  |
+
+The OTLP exporter also reads the standard `OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL`, `_HEADERS`,
+`_TIMEOUT` and `_COMPRESSION`; resource attributes come from `OTEL_RESOURCE_ATTRIBUTES`.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import signal
 import sys
@@ -74,7 +81,7 @@ class Settings:
     service_name: str
     local: Path | None
     otlp: str | bool | None
-    logfire: str | bool | None
+    logfire: str | bool | None = field(repr=False)  # may hold a token
     console: bool
     scrubbing: ScrubbingOptions | None
     sample_rate: float
@@ -86,50 +93,118 @@ class Settings:
     limits: Limits = field(default_factory=Limits)
 
 
+def _env_number(name: str, kind: type[float] | type[int]) -> float | int | None:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return None
+    try:
+        return kind(value)
+    except ValueError:
+        raise ConfigError(f"{name}={value!r}: expected a number") from None
+
+
 def _resolve(**kw: Any) -> Settings:
     service_name = kw["service_name"] or os.environ.get("OTEL_SERVICE_NAME") or _default_service_name()
-    local = kw["local"]
-    if local is True:
-        if _env_flag("MASTRACE_LOCAL") is False:
-            local = False
-        else:
-            local = os.environ.get("MASTRACE_DIR") or ".mastrace"
-    local_path = Path(local).expanduser().resolve() if local not in (False, None) else None
-    otlp = kw["otlp"]
-    if otlp is None:
-        otlp = os.environ.get("MASTRACE_OTLP") or None
-        if otlp is not None and otlp.lower() in _FALSE:
-            otlp = None
-        elif otlp is not None and otlp.lower() in _TRUE:
-            otlp = True
-        elif otlp is None and (os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-                               or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")):
-            otlp = True
-    logfire = kw["logfire"]
-    if logfire is None:
-        logfire = True if (_env_flag("MASTRACE_LOGFIRE") or os.environ.get("LOGFIRE_TOKEN")) else None
-    console = kw["console"] or bool(_env_flag("MASTRACE_CONSOLE"))
-    scrubbing = kw["scrubbing"]
-    if scrubbing is True:
-        scrubbing = None if _env_flag("MASTRACE_SCRUBBING") is False else ScrubbingOptions()
-    elif scrubbing is False:
-        scrubbing = None
-    elif not isinstance(scrubbing, ScrubbingOptions):
-        raise ConfigError(f"scrubbing must be True, False or mastrace.ScrubbingOptions, not {scrubbing!r}")
-    rate = kw["sample_rate"]
-    if rate is None:
-        rate = float(os.environ.get("MASTRACE_SAMPLE_RATE", "1.0"))
-    if not 0.0 <= float(rate) <= 1.0:
-        raise ConfigError(f"sample_rate must be between 0 and 1, not {rate!r}")
+    rate = _number("sample_rate", kw["sample_rate"], "MASTRACE_SAMPLE_RATE", float, 1.0, 0.0, 1.0)
+    interval = _number("flush_interval", kw["flush_interval"], "MASTRACE_FLUSH_INTERVAL", float, 0.5, 0.001)
+    queue = int(_number("max_queue_size", kw["max_queue_size"], "MASTRACE_MAX_QUEUE_SIZE", int, 200_000, 1))
     propagate = kw["propagate_threads"]
     if propagate is None:
         propagate = _env_flag("MASTRACE_PROPAGATE_THREADS") is not False
     return Settings(
-        service_name=service_name, local=local_path, otlp=otlp, logfire=logfire, console=bool(console),
-        scrubbing=scrubbing, sample_rate=float(rate), propagate_threads=bool(propagate),
-        exporters=tuple(kw["exporters"]), flush_interval=float(kw["flush_interval"]),
-        max_queue_size=int(kw["max_queue_size"]), synchronous=bool(kw["synchronous"]),
+        service_name=service_name,
+        local=_resolve_local(kw["local"]),
+        otlp=_resolve_otlp(kw["otlp"]),
+        logfire=_resolve_logfire(kw["logfire"]),
+        console=bool(kw["console"] or _env_flag("MASTRACE_CONSOLE")),
+        scrubbing=_resolve_scrubbing(kw["scrubbing"]),
+        sample_rate=float(rate),
+        propagate_threads=bool(propagate),
+        exporters=tuple(kw["exporters"]),
+        flush_interval=float(interval),
+        max_queue_size=queue,
+        synchronous=bool(kw["synchronous"]),
     )
+
+
+def _number(
+    name: str,
+    value: Any,
+    env: str,
+    kind: type[float] | type[int],
+    default: float,
+    low: float,
+    high: float | None = None,
+) -> float:
+    """An argument, else its environment variable, else the default; checked against its bounds."""
+    if value is None:
+        value = _env_number(env, kind)
+    if value is None:
+        value = default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        raise ConfigError(f"{name} must be a number, not {value!r}")
+    if value < low or (high is not None and value > high):
+        bound = f"between {low} and {high}" if high is not None else f"at least {low}"
+        raise ConfigError(f"{name} must be {bound}, not {value!r}")
+    return value
+
+
+def _resolve_local(local: Any) -> Path | None:
+    if local is True:
+        if _env_flag("MASTRACE_LOCAL") is False:
+            return None
+        local = os.environ.get("MASTRACE_DIR") or ".mastrace"
+    if local is False or local is None:
+        return None
+    if not isinstance(local, (str, os.PathLike)) or not str(local).strip():
+        raise ConfigError(f"local must be True, False or a folder path, not {local!r}")
+    return Path(local).expanduser().resolve()
+
+
+def _resolve_otlp(otlp: Any) -> str | bool | None:
+    if otlp is None:
+        value = (os.environ.get("MASTRACE_OTLP") or "").strip()
+        if value.lower() in _FALSE:
+            return None
+        if value.lower() in _TRUE:
+            otlp = True
+        elif value:
+            otlp = value
+        elif os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get(
+            "OTEL_EXPORTER_OTLP_ENDPOINT"
+        ):
+            otlp = True
+    if otlp is None or otlp is False:
+        return None
+    from .exporters.otlp import otlp_protocol, validate_endpoint
+
+    otlp_protocol()  # an invalid protocol fails here, before anything is torn down
+    if otlp is True:
+        return True
+    if not isinstance(otlp, str):
+        raise ConfigError(f"otlp must be an endpoint URL, True or False, not {otlp!r}")
+    return validate_endpoint(otlp)
+
+
+def _resolve_logfire(logfire: Any) -> str | bool | None:
+    if logfire is None:
+        flag = _env_flag("MASTRACE_LOGFIRE")
+        return True if flag or (flag is None and os.environ.get("LOGFIRE_TOKEN")) else None
+    if logfire is False:
+        return None
+    if logfire is not True and (not isinstance(logfire, str) or not logfire.strip()):
+        raise ConfigError("logfire must be True, False or a Logfire write token")
+    return logfire
+
+
+def _resolve_scrubbing(scrubbing: Any) -> ScrubbingOptions | None:
+    if scrubbing is True:
+        return None if _env_flag("MASTRACE_SCRUBBING") is False else ScrubbingOptions()
+    if scrubbing is False:
+        return None
+    if not isinstance(scrubbing, ScrubbingOptions):
+        raise ConfigError(f"scrubbing must be True, False or mastrace.ScrubbingOptions, not {scrubbing!r}")
+    return scrubbing
 
 
 def _default_service_name() -> str:
@@ -146,8 +221,8 @@ class _Runtime:
         self.pipeline: Pipeline | None = None
         self.switch = SwitchProcessor()
         self.own_provider: TracerProvider | None = None
-        self.sampler_rate = 1.0
-        self.hooked_providers: set[int] = set()
+        # Providers the switch was added to (Logfire replaces its inner one on every configure()).
+        self.hooked_providers: list[object] = []
         self.env_token: object | None = None
         self.exit_hooks = False
         self.lock = threading.RLock()
@@ -177,8 +252,8 @@ def configure(
     sample_rate: float | None = None,
     propagate_threads: bool | None = None,
     exporters: Sequence[SpanExporter] = (),
-    flush_interval: float = 0.5,
-    max_queue_size: int = 200_000,
+    flush_interval: float | None = None,
+    max_queue_size: int | None = None,
     synchronous: bool = False,
 ) -> None:
     """Set up tracing for this process. Safe to call more than once.
@@ -196,7 +271,7 @@ def configure(
         otlp: An OTLP endpoint URL, or True to use the `OTEL_EXPORTER_OTLP_*` variables
             (protocol `http/protobuf` or `grpc`). Env: `MASTRACE_OTLP`.
         logfire: True (token from `LOGFIRE_TOKEN`) or a token: also send to Logfire through the
-            `logfire` SDK (install `mastrace[logfire]`).
+            `logfire` SDK (install `mastrace[logfire]`). Env: `MASTRACE_LOGFIRE=1` or `LOGFIRE_TOKEN`.
         console: Print a line per finished span to stderr. Env: `MASTRACE_CONSOLE`.
         scrubbing: True (default patterns), False, or `ScrubbingOptions(...)`. Env: `MASTRACE_SCRUBBING`.
         sample_rate: Fraction of traces kept, 0.0 to 1.0. Env: `MASTRACE_SAMPLE_RATE`.
@@ -204,23 +279,36 @@ def configure(
             context. Env: `MASTRACE_PROPAGATE_THREADS`.
         exporters: Extra OpenTelemetry `SpanExporter`s, each fed by its own queue and thread.
         flush_interval: Seconds between background exports (what a killed process may lose).
+            Default 0.5. Env: `MASTRACE_FLUSH_INTERVAL`.
         max_queue_size: Spans queued per destination before new ones are dropped (and counted).
+            Default 200000. Env: `MASTRACE_MAX_QUEUE_SIZE`.
         synchronous: Export on the calling thread when a span ends (for tests and scripts).
 
     Raises:
         ConfigError: An argument or environment variable is invalid.
+        ExportError: An exporter cannot be built (for example `logfire` is not installed).
+        StoreError: The local store folder cannot be written.
 
     Example:
         >>> import mastrace
         >>> mastrace.configure(service_name="my-agents", local=".mastrace")  # doctest: +SKIP
     """
-    settings = _resolve(service_name=service_name, local=local, otlp=otlp, logfire=logfire, console=console,
-                        scrubbing=scrubbing, sample_rate=sample_rate, propagate_threads=propagate_threads,
-                        exporters=exporters, flush_interval=flush_interval, max_queue_size=max_queue_size,
-                        synchronous=synchronous)
+    settings = _resolve(
+        service_name=service_name,
+        local=local,
+        otlp=otlp,
+        logfire=logfire,
+        console=console,
+        scrubbing=scrubbing,
+        sample_rate=sample_rate,
+        propagate_threads=propagate_threads,
+        exporters=exporters,
+        flush_interval=flush_interval,
+        max_queue_size=max_queue_size,
+        synchronous=synchronous,
+    )
     if disabled_by_env():
-        STATE.provider = None
-        STATE.generation += 1
+        shutdown()
         return
     with _RT.lock:
         if _RT.settings == settings and STATE.provider is not None:
@@ -230,11 +318,16 @@ def configure(
 
 def _initialize(settings: Settings) -> None:
     """The one place that wires provider → pipeline → destinations."""
+    destinations = _destinations(settings)  # fails (bad path, missing extra) before anything changes
+    try:
+        provider = _provider_for(settings)
+    except BaseException:
+        Pipeline(destinations).shutdown(timeout=1.0)
+        raise
     if _RT.pipeline is not None:
         _RT.switch.pipeline = None
         _RT.pipeline.shutdown(timeout=5.0)
-    provider = _provider_for(settings)
-    pipeline = Pipeline(_destinations(settings))
+    pipeline = Pipeline(destinations)
     _RT.switch.pipeline = pipeline
     _RT.pipeline = pipeline
     _RT.settings = settings
@@ -249,20 +342,24 @@ def _initialize(settings: Settings) -> None:
 
 
 def _provider_for(settings: Settings) -> trace.TracerProvider:
+    """The provider mastrace spans are made with, with the switch processor added to it."""
     if settings.logfire:
         from .exporters.logfire import configure_logfire
 
-        configure_logfire(settings.logfire, settings.service_name, settings.scrubbing)
+        configure_logfire(
+            settings.logfire,
+            settings.service_name,
+            settings.scrubbing,
+            sample_rate=settings.sample_rate,
+            own_otlp_traces=not settings.otlp,
+        )
     current = trace.get_tracer_provider()
     if _RT.own_provider is not None and current is _RT.own_provider:
         _update_own_provider(settings)
         return _RT.own_provider
     if not isinstance(current, trace.ProxyTracerProvider):
-        # The application installed its own provider (logfire.configure(), an APM agent...).
-        if id(current) not in _RT.hooked_providers and hasattr(current, "add_span_processor"):
-            current.add_span_processor(_RT.switch)
-            _RT.hooked_providers.add(id(current))
-        return current
+        # The application (or configure_logfire) installed a provider: add to it, override nothing.
+        return _hook(current)
     provider = TracerProvider(resource=_resource(settings), sampler=_DynamicSampler())
     provider.add_span_processor(_RT.switch)
     _RT.own_provider = provider
@@ -271,24 +368,46 @@ def _provider_for(settings: Settings) -> trace.TracerProvider:
     return provider
 
 
+def _hook(provider: trace.TracerProvider) -> trace.TracerProvider:
+    from .exporters.logfire import LogfireTracerProvider, hook_target, is_logfire_provider
+
+    target = hook_target(provider)
+    if not any(p is target for p in _RT.hooked_providers) and hasattr(provider, "add_span_processor"):
+        provider.add_span_processor(_RT.switch)
+        _RT.hooked_providers.append(target)
+    return LogfireTracerProvider(provider) if is_logfire_provider(provider) else provider
+
+
 def _update_own_provider(settings: Settings) -> None:
     provider = _RT.own_provider
     assert provider is not None
     sampler = provider.sampler
     if isinstance(sampler, _DynamicSampler):
         sampler.set_rate(settings.sample_rate)
-    provider._resource = _resource(settings)  # a reconfigure may rename the service
+    _replace_resource(provider, _resource(settings))
+
+
+def _replace_resource(provider: TracerProvider, resource: Resource) -> None:
+    # A reconfigure may rename the service; the SDK caches tracers, which hold the resource too.
+    lock = getattr(provider, "_tracers_lock", None)
+    with lock if lock is not None else contextlib.nullcontext():
+        provider._resource = resource
+        for tracer in getattr(provider, "_tracers", {}).values():
+            if hasattr(tracer, "_set_resource"):
+                tracer._set_resource(resource)
 
 
 _INSTANCE_ID = uuid.uuid4().hex
 
 
 def _resource(settings: Settings) -> Resource:
-    return Resource.create({
-        "service.name": settings.service_name,
-        "service.instance.id": _INSTANCE_ID,
-        "process.pid": os.getpid(),
-    })
+    return Resource.create(
+        {
+            "service.name": settings.service_name,
+            "service.instance.id": _INSTANCE_ID,
+            "process.pid": os.getpid(),
+        }
+    )
 
 
 def _destinations(settings: Settings) -> list[Destination]:
@@ -298,8 +417,11 @@ def _destinations(settings: Settings) -> list[Destination]:
     def transform(span: Any) -> Any:
         return prepare_span(span, scrubber, limits)
 
-    common: dict[str, Any] = {"max_queue": settings.max_queue_size, "interval": settings.flush_interval,
-                              "synchronous": settings.synchronous}
+    common: dict[str, Any] = {
+        "max_queue": settings.max_queue_size,
+        "interval": settings.flush_interval,
+        "synchronous": settings.synchronous,
+    }
     out: list[Destination] = []
     if settings.local is not None:
         from .store import LocalStoreExporter
@@ -346,7 +468,12 @@ def force_flush(timeout: float = 10.0) -> FlushResult:
 def shutdown(timeout: float = 5.0, *, interrupted: bool = False) -> FlushResult:
     """End open spans (when `interrupted`), flush, and stop every destination within `timeout` seconds.
 
-    After it, mastrace is a no-op until `configure()` is called again.
+    After it, mastrace is a no-op until `configure()` is called again. At exit and on SIGTERM it
+    runs with `interrupted=True` and `MASTRACE_SHUTDOWN_TIMEOUT` (default 5 s): spans still open
+    end with `mastrace.interrupted = true`.
+
+    Returns:
+        The final counts; what a destination could not export in time is counted as dropped.
     """
     with _RT.lock:
         pipeline = _RT.pipeline
@@ -380,7 +507,8 @@ def _end_open_spans(pipeline: Pipeline) -> None:
 
 def _at_exit() -> None:
     try:
-        shutdown(timeout=float(os.environ.get("MASTRACE_SHUTDOWN_TIMEOUT", "5")), interrupted=True)
+        timeout = _env_number("MASTRACE_SHUTDOWN_TIMEOUT", float)
+        shutdown(timeout=5.0 if timeout is None else max(0.0, timeout), interrupted=True)
     except Exception as exc:  # never let exit fail because of tracing
         log_internal_error("shutdown at exit", exc)
 
@@ -409,16 +537,17 @@ def reset_for_tests() -> None:
     """Shut down, forget every setting and detach the global provider (tests only)."""
     shutdown(timeout=2.0)
     if _RT.env_token is not None:
-        try:
+        with contextlib.suppress(Exception):
             otel_context.detach(_RT.env_token)  # type: ignore[arg-type]
-        except Exception:
-            pass
         _RT.env_token = None
     _RT.own_provider = None
     _RT.hooked_providers.clear()
     _RT.switch = SwitchProcessor()
     from opentelemetry.util._once import Once
 
-    trace._TRACER_PROVIDER = None  # type: ignore[attr-defined]
-    trace._TRACER_PROVIDER_SET_ONCE = Once()  # type: ignore[attr-defined]
+    trace._TRACER_PROVIDER = None
+    trace._TRACER_PROVIDER_SET_ONCE = Once()
+    logfire_config = sys.modules.get("logfire._internal.config")
+    if logfire_config is not None:  # let the next logfire.configure() install its provider again
+        logfire_config.GLOBAL_CONFIG._has_set_providers = False
     STATE.counters.clear()

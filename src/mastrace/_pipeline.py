@@ -3,8 +3,9 @@
 Each destination (local store, OTLP, console, a custom exporter) has its own bounded queue and its
 own thread, so a slow or dead one never slows the others or the caller. The caller's cost of
 ending a span is one append per destination; scrubbing, capping and serialising run in the
-destination's thread. Every span is counted exactly once as exported, dropped (queue full) or
-failed (the exporter said so or raised), and `force_flush()` reports those counts truthfully.
+destination's thread. Every span is counted exactly once as exported, dropped (queue full or
+abandoned at shutdown) or failed (the exporter said so or raised); until then it is pending.
+`force_flush()` reports those counts truthfully.
 """
 
 from __future__ import annotations
@@ -28,7 +29,11 @@ _MAX_TRACKED_OPEN = 100_000
 
 @dataclass(frozen=True)
 class DestinationStats:
-    """Delivery counts of one destination since `configure()`."""
+    """Delivery counts of one destination since `configure()`.
+
+    `pending` counts spans queued or being exported right now; once a destination is idle,
+    `exported + dropped + failed` is every span it was given.
+    """
 
     name: str
     exported: int
@@ -72,25 +77,49 @@ class _Marker:
 
 
 class Destination:
-    """A bounded queue and a worker thread in front of one `SpanExporter`."""
+    """A bounded queue and a worker thread in front of one `SpanExporter`.
 
-    def __init__(self, name: str, exporter: SpanExporter, transform: Transform | None = None, *,
-                 max_queue: int = 200_000, batch_size: int = 512, interval: float = 0.5,
-                 synchronous: bool = False) -> None:
+    Args:
+        name: The key of this destination in `FlushResult.destinations`.
+        exporter: Receives batches on the worker thread.
+        transform: Applied to each span on the worker thread before export (scrub, cap).
+        max_queue: Spans queued before new ones are dropped and counted.
+        batch_size: Largest batch handed to the exporter.
+        interval: Seconds between exports. The worker also wakes early once a quarter of the
+            queue is used, so a burst of spans is exported after it rather than competing with it
+            for the interpreter, and the queue keeps room to spare.
+        synchronous: Export on the caller's thread instead (tests and short scripts).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        exporter: SpanExporter,
+        transform: Transform | None = None,
+        *,
+        max_queue: int = 200_000,
+        batch_size: int = 512,
+        interval: float = 0.5,
+        synchronous: bool = False,
+    ) -> None:
         self.name = name
         self.exporter = exporter
+        self.synchronous = synchronous
         self._transform = transform
         self._max_queue = max_queue
         self._batch_size = batch_size
+        self._wake_at = min(max_queue, max(batch_size, max_queue // 4))
         self._interval = interval
         self._queue: deque[ReadableSpan | _Marker] = deque()
         self._wake = threading.Event()
         self._stopping = False
+        # Counts change on the worker thread (exported, failed, in flight) and on callers' threads
+        # (dropped, synchronous exports); the lock keeps every span counted exactly once.
         self._lock = threading.Lock()
+        self._in_flight = 0
         self.exported = 0
         self.dropped = 0
         self.failed = 0
-        self.synchronous = synchronous
         self._thread: threading.Thread | None = None
         if not synchronous:
             self._thread = threading.Thread(target=self._run, name=f"mastrace-export-{name}", daemon=True)
@@ -98,16 +127,18 @@ class Destination:
 
     # -- caller side (hot path) -------------------------------------------------------------------
     def offer(self, span: ReadableSpan) -> None:
+        """Queue a finished span; never blocks. A full queue drops the span and counts it."""
         if self.synchronous:
             self._export([span])
             return
         queue = self._queue
         n = len(queue)
         if n >= self._max_queue or self._stopping:
-            self.dropped += 1
+            with self._lock:
+                self.dropped += 1
             return
         queue.append(span)
-        if n + 1 == self._batch_size:
+        if n + 1 >= self._wake_at and not self._wake.is_set():
             self._wake.set()
 
     # -- worker side ------------------------------------------------------------------------------
@@ -122,15 +153,20 @@ class Destination:
     def _drain(self) -> None:
         queue = self._queue
         batch: list[ReadableSpan] = []
-        while queue:
-            item = queue.popleft()
-            if isinstance(item, _Marker):
+        while True:
+            try:
+                item = queue.popleft()
+            except IndexError:
+                break
+            if type(item) is _Marker:
                 if batch:
                     self._export(batch)
                     batch = []
                 item.done.set()
                 continue
-            batch.append(item)
+            with self._lock:
+                self._in_flight += 1
+            batch.append(item)  # type: ignore[arg-type]
             if len(batch) >= self._batch_size:
                 self._export(batch)
                 batch = []
@@ -138,66 +174,99 @@ class Destination:
             self._export(batch)
 
     def _export(self, batch: list[ReadableSpan]) -> None:
+        error: Exception | None = None
         try:
             spans = [self._transform(s) for s in batch] if self._transform else batch
-            result = self.exporter.export(spans)
+            ok = self.exporter.export(spans) is SpanExportResult.SUCCESS
         except Exception as exc:  # an exporter must not raise; count it and carry on
-            self._failed(len(batch), exc)
-            return
-        if result is SpanExportResult.SUCCESS:
-            self.exported += len(batch)
-        else:
-            self._failed(len(batch), None)
-
-    def _failed(self, n: int, exc: Exception | None) -> None:
-        self.failed += n
-        detail = f": {type(exc).__name__}: {exc}" if exc else ""
-        warn_once(f"export-failed-{self.name}",
-                  f"mastrace: exporting spans to {self.name} failed{detail}; further failures are counted "
-                  "and reported by force_flush(), not logged")
+            ok, error = False, exc
+        n = len(batch)
+        with self._lock:
+            if not self.synchronous:
+                self._in_flight -= n
+            if ok:
+                self.exported += n
+            else:
+                self.failed += n
+        if not ok:
+            detail = f": {type(error).__name__}: {error}" if error else ""
+            warn_once(
+                f"export-failed-{self.name}",
+                f"mastrace: exporting spans to {self.name} failed{detail}; further failures are "
+                "counted and reported by force_flush(), not logged",
+            )
 
     # -- control ----------------------------------------------------------------------------------
-    def flush(self, deadline: float) -> bool:
-        """Wait until every span queued before this call is handled; False on timeout."""
-        if self.synchronous or self._thread is None or not self._thread.is_alive():
-            if not self.synchronous:
-                self._drain()
-            return True
+    def request_flush(self) -> _Marker | None:
+        """Ask the worker to export everything queued so far; wait on the result with `wait()`."""
+        if self.synchronous:
+            return None
+        if self._thread is None or not self._thread.is_alive():
+            self._drain()
+            return None
         marker = _Marker()
         self._queue.append(marker)
         self._wake.set()
-        return marker.done.wait(max(0.0, deadline - time.monotonic()))
+        return marker
 
-    def pending(self) -> int:
-        return sum(1 for item in list(self._queue) if not isinstance(item, _Marker))
+    @staticmethod
+    def wait(marker: _Marker | None, deadline: float) -> bool:
+        """Wait for a flush requested with `request_flush()`; False when `deadline` passed first."""
+        return marker is None or marker.done.wait(max(0.0, deadline - time.monotonic()))
 
-    def stats(self) -> DestinationStats:
-        return DestinationStats(self.name, self.exported, self.dropped, self.failed, self.pending())
+    def flush(self, deadline: float) -> bool:
+        """Wait until every span queued before this call is handled; False on timeout."""
+        return self.wait(self.request_flush(), deadline)
 
-    def shutdown(self, deadline: float) -> bool:
-        """Flush, stop the worker and shut the exporter down, all before `deadline`."""
-        done = self.flush(deadline)
+    def stop(self) -> None:
+        """Refuse new spans (they count as dropped) and let the worker exit once the queue is empty."""
         self._stopping = True
         self._wake.set()
+
+    def join(self, deadline: float) -> bool:
+        """Wait for the worker to exit; False when `deadline` passed first."""
         if self._thread is not None:
             self._thread.join(max(0.0, deadline - time.monotonic()))
-            done = done and not self._thread.is_alive()
-        if not done:
-            # Abandon what is left: a dead destination must not hold up the process.
-            left = self.pending()
-            self._queue.clear()
-            self.dropped += left
-            return False
-        closer = threading.Thread(target=self._close_exporter, daemon=True)
+            return not self._thread.is_alive()
+        return True
+
+    def abandon(self) -> None:
+        """Count whatever is still queued as dropped: a dead destination must not hold up the process."""
+        while True:
+            try:
+                item = self._queue.popleft()
+            except IndexError:
+                return
+            if type(item) is _Marker:
+                item.done.set()
+            else:
+                with self._lock:
+                    self.dropped += 1
+
+    def close_exporter(self) -> threading.Thread:
+        """Shut the exporter down on a daemon thread (it may block); returns that thread."""
+        closer = threading.Thread(
+            target=self._close_exporter, name=f"mastrace-close-{self.name}", daemon=True
+        )
         closer.start()
-        closer.join(max(0.0, deadline - time.monotonic()))
-        return not closer.is_alive()
+        return closer
 
     def _close_exporter(self) -> None:
         try:
             self.exporter.shutdown()
         except Exception as exc:
             log_internal_error(f"shutdown of {self.name}", exc)
+
+    def pending(self) -> int:
+        """Spans queued or being exported right now."""
+        queued = sum(1 for item in list(self._queue) if type(item) is not _Marker)
+        return queued + self._in_flight
+
+    def stats(self) -> DestinationStats:
+        """The counts so far."""
+        with self._lock:
+            exported, dropped, failed = self.exported, self.dropped, self.failed
+        return DestinationStats(self.name, exported, dropped, failed, self.pending())
 
 
 class Pipeline(SpanProcessor):
@@ -210,11 +279,13 @@ class Pipeline(SpanProcessor):
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         open_spans = self._open
         if len(open_spans) < _MAX_TRACKED_OPEN:
-            open_spans[id(span)] = span
+            # Keyed by span id: the SDK hands on_end() a snapshot, not the object on_start() saw.
+            open_spans[span.context.span_id] = span
 
     def on_end(self, span: ReadableSpan) -> None:
-        self._open.pop(id(span), None)
-        if not span.context.trace_flags.sampled:
+        ctx = span.context
+        self._open.pop(ctx.span_id, None)
+        if not ctx.trace_flags.sampled:
             return
         for destination in self.destinations:
             destination.offer(span)
@@ -227,11 +298,16 @@ class Pipeline(SpanProcessor):
         return self.flush(timeout_millis / 1000).complete
 
     def flush(self, timeout: float) -> FlushResult:
-        deadline = time.monotonic() + timeout
-        complete = all([d.flush(deadline) for d in self.destinations])
-        return self.result(complete)
+        """Flush every destination at once, waiting at most `timeout` seconds in all."""
+        return self.result(self._flush_all(time.monotonic() + timeout))
+
+    def _flush_all(self, deadline: float) -> bool:
+        # Ask every worker first, then wait: a dead destination must not eat the others' time.
+        markers = [(d, d.request_flush()) for d in self.destinations]
+        return all([d.wait(marker, deadline) for d, marker in markers])
 
     def result(self, complete: bool = True) -> FlushResult:
+        """The counts so far, per destination and summed."""
         stats = {d.name: d.stats() for d in self.destinations}
         return FlushResult(
             exported=sum(s.exported for s in stats.values()),
@@ -243,8 +319,22 @@ class Pipeline(SpanProcessor):
         )
 
     def shutdown(self, timeout: float = 5.0) -> FlushResult:  # type: ignore[override]
+        """Flush, stop every worker and shut every exporter down, returning within `timeout` seconds.
+
+        What a destination could not export in time is counted as dropped.
+        """
         deadline = time.monotonic() + timeout
-        complete = all([d.shutdown(deadline) for d in self.destinations])
+        complete = self._flush_all(deadline)
+        for d in self.destinations:
+            d.stop()
+        complete = all([d.join(deadline) for d in self.destinations]) and complete
+        for d in self.destinations:
+            d.abandon()
+        # Shutting an exporter down also interrupts one stuck retrying (the OTLP exporters).
+        closers = [d.close_exporter() for d in self.destinations]
+        for closer in closers:
+            closer.join(max(0.0, deadline - time.monotonic()))
+        complete = complete and not any(c.is_alive() for c in closers)
         return self.result(complete)
 
 

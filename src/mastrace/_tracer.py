@@ -280,9 +280,17 @@ class Span:
                 self._json_keys[key] = coerced  # type: ignore[assignment]
 
     def set_attributes(self, attributes: Mapping[str, Any]) -> None:
-        """Set several attributes at once."""
-        for key, value in attributes.items():
-            self.set_attribute(key, value)
+        """Set several attributes at once (one call into the SDK; any values, as `set_attribute`)."""
+        span = self._span
+        if span is None or not attributes:
+            return
+        with handle_internal_errors("set_attributes"):
+            clean, json_keys = _clean_attributes(attributes)
+            span.set_attributes(clean)
+            if json_keys:
+                if self._json_keys is None:
+                    self._json_keys = {}
+                self._json_keys.update(json_keys)
 
     def set_json_attribute(self, key: str, text: str) -> None:
         """Set an attribute whose value is already JSON text (an object or array).

@@ -1,26 +1,65 @@
-"""OTLP exporters (http/protobuf and grpc) built from an endpoint or the standard environment."""
+"""OTLP exporters (http/protobuf and grpc) built from an endpoint or the standard environment.
+
+The OpenTelemetry exporters log every failed attempt of every batch. On mastrace's export threads
+only the first such record after each `build_otlp_exporter()` is let through: later failures are
+counted by the pipeline and reported by `force_flush()` instead of filling the log while a
+collector is down.
+"""
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
+from urllib.parse import urlsplit
 
 from opentelemetry.sdk.trace.export import SpanExporter
 
 from ..exceptions import ConfigError, ExportError
 
+__all__ = ["build_otlp_exporter", "otlp_protocol", "validate_endpoint"]
+
 _PROTOCOLS = ("http/protobuf", "grpc")
+_EXPORTER_LOGGERS = (
+    "opentelemetry.exporter.otlp.proto.http.trace_exporter",
+    "opentelemetry.exporter.otlp.proto.grpc.exporter",
+)
+_THREAD_PREFIXES = ("mastrace-export-", "mastrace-close-")
 
 
 def otlp_protocol() -> str:
-    """The OTLP protocol from `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL` / `OTEL_EXPORTER_OTLP_PROTOCOL`."""
-    protocol = (os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-                or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf").strip()
+    """The OTLP protocol from `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL` / `OTEL_EXPORTER_OTLP_PROTOCOL`.
+
+    Raises:
+        ConfigError: The protocol is not `http/protobuf` or `grpc`.
+    """
+    protocol = (
+        os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+        or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+        or "http/protobuf"
+    ).strip()
     if protocol == "http/json":
-        raise ConfigError("OTLP protocol http/json is not supported by opentelemetry-exporter-otlp; "
-                          "use http/protobuf or grpc")
+        raise ConfigError(
+            "OTLP protocol http/json is not supported by opentelemetry-exporter-otlp; "
+            "use http/protobuf or grpc"
+        )
     if protocol not in _PROTOCOLS:
         raise ConfigError(f"unknown OTLP protocol {protocol!r}; expected one of {_PROTOCOLS}")
     return protocol
+
+
+def validate_endpoint(endpoint: str) -> str:
+    """Check that an OTLP endpoint is an `http://` or `https://` URL with a host.
+
+    Raises:
+        ConfigError: It is not.
+    """
+    parts = urlsplit(endpoint.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(
+            f"OTLP endpoint {endpoint!r} must be an http:// or https:// URL, e.g. http://127.0.0.1:4318"
+        )
+    return endpoint.strip()
 
 
 def build_otlp_exporter(endpoint: str | bool, protocol: str | None = None) -> SpanExporter:
@@ -30,17 +69,21 @@ def build_otlp_exporter(endpoint: str | bool, protocol: str | None = None) -> Sp
         endpoint: A base URL (`http://127.0.0.1:4318`; `/v1/traces` is appended for http) or True
             to take the endpoint, headers, timeout and compression from `OTEL_EXPORTER_OTLP_*`.
         protocol: `http/protobuf` or `grpc`; default from the environment, else `http/protobuf`.
+
+    Raises:
+        ConfigError: The protocol or endpoint is invalid.
+        ExportError: The exporter for the protocol is not installed.
     """
     protocol = protocol or otlp_protocol()
-    url = None if endpoint is True else str(endpoint).rstrip("/")
+    url = None if endpoint is True else validate_endpoint(str(endpoint)).rstrip("/")
+    _quiet_exporter_logs()
     try:
         if protocol == "grpc":
             from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as Grpc
 
             if url is None:
                 return Grpc()
-            insecure = url.startswith("http://")
-            return Grpc(endpoint=url.split("://", 1)[-1] if "://" in url else url, insecure=insecure)
+            return Grpc(endpoint=url.split("://", 1)[1], insecure=url.startswith("http://"))
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as Http
 
         if url is None:
@@ -50,3 +93,33 @@ def build_otlp_exporter(endpoint: str | bool, protocol: str | None = None) -> Sp
         return Http(endpoint=url)
     except ImportError as exc:  # pragma: no cover - the exporter is a core dependency
         raise ExportError(f"the OTLP {protocol} exporter is not installed: {exc}") from exc
+
+
+class _FirstRecordOnly(logging.Filter):
+    """Lets one record through from mastrace's export threads, then drops the rest until reset."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._seen = False
+        self._lock = threading.Lock()
+
+    def reset(self) -> None:
+        with self._lock:
+            self._seen = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not threading.current_thread().name.startswith(_THREAD_PREFIXES):
+            return True
+        with self._lock:
+            first, self._seen = not self._seen, True
+        return first
+
+
+def _quiet_exporter_logs() -> None:
+    for name in _EXPORTER_LOGGERS:
+        logger = logging.getLogger(name)
+        mine = [f for f in logger.filters if isinstance(f, _FirstRecordOnly)]
+        if mine:
+            mine[0].reset()
+        else:
+            logger.addFilter(_FirstRecordOnly())

@@ -1,0 +1,138 @@
+"""Hot-path cost of a span: raw OTel SDK vs mastrace vs logfire, measured side by side.
+
+Run: .venv/bin/python benchmarks/bench_tracer.py [--n 20000] [--rounds 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+sys.path.insert(0, os.path.dirname(__file__))
+from _common import DroppingExporter, interleaved, print_ratios, print_table  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--n", type=int, default=20_000, help="spans per variant per round")
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+
+    import logfire
+
+    import mastrace
+    from mastrace import _tracer
+
+    # Raw SDK: one provider with a BatchSpanProcessor feeding an exporter that drops everything.
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(DroppingExporter(), max_queue_size=1 << 20))
+    raw = provider.get_tracer("bench")
+    # mastrace on that same provider (the "app already set a provider" path): same processor.
+    trace.set_tracer_provider(provider)
+    mastrace.configure(local=False, propagate_threads=False)
+    mt = mastrace.get_tracer("bench")
+    # logfire, offline, as a local instance so it does not touch the global provider.
+    lf = logfire.configure(local=True, send_to_logfire=False, console=False, metrics=False,
+                           additional_span_processors=[BatchSpanProcessor(DroppingExporter())])
+    noop = trace.NoOpTracer()
+    disabled = _tracer.Tracer("bench-disabled")
+
+    @mastrace.instrument("agent.{agent_id}.round_{round}")
+    def instrumented(agent_id: str, round: int) -> None:
+        return None
+
+    def manual(agent_id: str, round: int) -> None:
+        with mt.span(f"agent.{agent_id}.round_{round}"):
+            return None
+
+    @mastrace.instrument("agent.{agent_id}.round_{round}")
+    async def instrumented_async(agent_id: str, round: int) -> None:
+        return None
+
+    async def manual_async(agent_id: str, round: int) -> None:
+        with mt.span(f"agent.{agent_id}.round_{round}"):
+            return None
+
+    loop = asyncio.new_event_loop()
+
+    def run_async(fn):  # one coroutine drives n awaits so the loop's cost is not in the figure
+        async def body(n: int) -> None:
+            for _ in range(n):
+                await fn("agent_a", 1)
+        return lambda n: loop.run_until_complete(body(n))
+
+    def v_raw(n: int) -> None:
+        for _ in range(n):
+            with raw.start_as_current_span("agent.agent_a.round_1"):
+                pass
+
+    def v_span(n: int) -> None:
+        for _ in range(n):
+            with mt.span("agent.agent_a.round_1"):
+                pass
+
+    def v_instr(n: int) -> None:
+        for _ in range(n):
+            instrumented("agent_a", 1)
+
+    def v_manual(n: int) -> None:
+        for _ in range(n):
+            manual("agent_a", 1)
+
+    def v_disabled(n: int) -> None:
+        for _ in range(n):
+            with disabled.span("agent.agent_a.round_1"):
+                pass
+
+    def v_noop(n: int) -> None:
+        for _ in range(n):
+            with noop.start_as_current_span("agent.agent_a.round_1"):
+                pass
+
+    def v_logfire(n: int) -> None:
+        for _ in range(n):
+            with lf.span("agent.agent_a.round_1"):
+                pass
+
+    # The state of a tracer when mastrace is unconfigured or MASTRACE_DISABLED=1: no OTel tracer.
+    from mastrace._state import STATE
+
+    disabled._gen = STATE.generation
+    disabled._otel = None
+
+    results = interleaved({
+        "raw OTel SDK start_as_current_span": v_raw,
+        "mastrace tracer.span": v_span,
+        "mastrace @instrument (sync)": v_instr,
+        "function with tracer.span (sync)": v_manual,
+        "mastrace @instrument (async)": run_async(instrumented_async),
+        "coroutine with tracer.span (async)": run_async(manual_async),
+        "mastrace disabled / unconfigured": v_disabled,
+        "OTel API no-op tracer": v_noop,
+        "logfire.span (send_to_logfire=False)": v_logfire,
+    }, args.n, args.rounds)
+    print_table(f"µs per span, median of {args.rounds} interleaved rounds of {args.n} spans "
+                f"(python {sys.version.split()[0]})", results)
+    r = results
+    print_ratios([
+        ("tracer.span / raw SDK", r["mastrace tracer.span"], r["raw OTel SDK start_as_current_span"], "<=", 1.3),
+        ("@instrument sync / tracer.span in a function", r["mastrace @instrument (sync)"],
+         r["function with tracer.span (sync)"], "<=", 1.2),
+        ("@instrument async / tracer.span in a coroutine", r["mastrace @instrument (async)"],
+         r["coroutine with tracer.span (async)"], "<=", 1.2),
+        ("disabled / OTel API no-op", r["mastrace disabled / unconfigured"], r["OTel API no-op tracer"], "<=", 1.0),
+        ("logfire.span / tracer.span (speed-up)", r["logfire.span (send_to_logfire=False)"],
+         r["mastrace tracer.span"], ">=", 3.0),
+    ])
+    loop.close()
+    mastrace.shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,196 @@
+"""Send spans to Logfire through the `logfire` SDK (install `mastrace[logfire]`).
+
+`configure_logfire()` runs `logfire.configure()`, which makes Logfire's TracerProvider the global
+one; `mastrace.configure()` then adds its own destinations (the local store, OTLP…) to that provider,
+so every span goes to Logfire and to them. Logfire reads its usual environment variables:
+`LOGFIRE_TOKEN`, `LOGFIRE_BASE_URL`, `LOGFIRE_SEND_TO_LOGFIRE`, …
+
+Spans that mastrace creates through Logfire's provider keep the `logfire.span_type` mastrace gives
+them (`log` for `tracer.event()`), which Logfire's own tracer would otherwise force to `span`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.trace import Link, SpanKind
+from opentelemetry.util.types import Attributes
+
+from .. import semconv
+from .._scrubbing import Scrubber, ScrubbingOptions
+from ..exceptions import ExportError
+
+__all__ = ["LogfireTracerProvider", "configure_logfire", "hook_target", "is_logfire_provider"]
+
+_INSTALL_HINT = "configure(logfire=...) needs the logfire SDK: pip install 'mastrace[logfire]'"
+_EVERY_KEY = r"^(?=[\s\S])"  # matches at position 0 of any non-empty string
+
+
+def configure_logfire(
+    token_or_true: str | bool,
+    service_name: str,
+    scrubbing_options: ScrubbingOptions | None,
+    *,
+    sample_rate: float = 1.0,
+    own_otlp_traces: bool = True,
+) -> None:
+    """Configure the `logfire` SDK so that its TracerProvider becomes the global one.
+
+    Args:
+        token_or_true: A Logfire write token, or True to let Logfire find one (`LOGFIRE_TOKEN`).
+            With True and no token, nothing is sent to Logfire (its `'if-token-present'`), unless
+            `LOGFIRE_SEND_TO_LOGFIRE` says otherwise.
+        service_name: The `service.name` Logfire records.
+        scrubbing_options: mastrace's scrubbing options; Logfire's scrubber applies mastrace's
+            policy with them. None turns scrubbing off.
+        sample_rate: Fraction of traces kept (Logfire's head sampling).
+        own_otlp_traces: Let Logfire add its own OTLP trace exporter when
+            `OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT` is set. False when mastrace exports OTLP itself,
+            so that the collector does not receive every span twice.
+
+    Raises:
+        ExportError: The `logfire` package is not installed.
+    """
+    try:
+        import logfire
+    except ImportError as exc:
+        raise ExportError(_INSTALL_HINT) from exc
+    token = None if token_or_true is True else str(token_or_true)
+    if token is not None:
+        send: bool | str | None = True
+    else:  # None lets Logfire read LOGFIRE_SEND_TO_LOGFIRE
+        send = None if os.environ.get("LOGFIRE_SEND_TO_LOGFIRE") else "if-token-present"
+    with nullcontext() if own_otlp_traces else _without_otlp_traces_exporter():
+        logfire.configure(
+            token=token,
+            send_to_logfire=send,  # type: ignore[arg-type]
+            service_name=service_name,
+            console=False,
+            scrubbing=_logfire_scrubbing(logfire, scrubbing_options),
+            sampling=logfire.SamplingOptions(head=sample_rate),
+        )
+
+
+@contextmanager
+def _without_otlp_traces_exporter() -> Iterator[None]:
+    """Set `OTEL_TRACES_EXPORTER=none` while Logfire reads it, unless the application set it."""
+    if os.environ.get("OTEL_TRACES_EXPORTER") is not None:
+        yield
+        return
+    os.environ["OTEL_TRACES_EXPORTER"] = "none"
+    try:
+        yield
+    finally:
+        os.environ.pop("OTEL_TRACES_EXPORTER", None)
+
+
+def _logfire_scrubbing(logfire: Any, options: ScrubbingOptions | None) -> Any:
+    """Logfire's ScrubbingOptions that hand every attribute to mastrace's scrubber.
+
+    Logfire's scrubber matches its patterns on keys and values and, on a match, calls the callback
+    instead of redacting when the callback returns a value. A pattern that matches at the start of
+    every key makes it call back for each top-level attribute of spans, events and links, so
+    mastrace's policy (secret keys, secret shapes inside values, safe keys such as `input_tokens`)
+    decides what Logfire receives, and a secret is never echoed in a redaction note.
+    """
+    if options is None:
+        return False
+    scrubber = Scrubber(options)
+
+    def callback(match: Any) -> Any:
+        path = tuple(match.path)
+        value = match.value
+        if path and isinstance(path[-1], str) and match.pattern_match.string == path[-1]:
+            cleaned = scrubber.scrub_attributes({path[-1]: value}, path[:-1])[0][path[-1]]
+        else:
+            cleaned = scrubber.scrub_value(value, path)
+        return value if cleaned is None else cleaned
+
+    return logfire.ScrubbingOptions(extra_patterns=[_EVERY_KEY], callback=callback)
+
+
+def is_logfire_provider(provider: object) -> bool:
+    """Whether `provider` is the TracerProvider that `logfire.configure()` installs."""
+    return type(provider).__module__.startswith("logfire.")
+
+
+def hook_target(provider: object) -> object:
+    """The SDK provider a span processor really lands on (Logfire swaps it on each `configure()`)."""
+    return getattr(provider, "provider", provider) if is_logfire_provider(provider) else provider
+
+
+class LogfireTracerProvider(trace.TracerProvider):
+    """Logfire's provider, handing out tracers that keep mastrace's `logfire.span_type`."""
+
+    def __init__(self, provider: Any) -> None:
+        self.provider = provider
+
+    def get_tracer(
+        self,
+        instrumenting_module_name: str,
+        instrumenting_library_version: str | None = None,
+        schema_url: str | None = None,
+        attributes: Attributes = None,
+    ) -> trace.Tracer:
+        # is_span_tracer=False is what Logfire uses for its own logs: it leaves span_type alone.
+        inner = self.provider.get_tracer(
+            instrumenting_module_name,
+            instrumenting_library_version,
+            schema_url,
+            attributes,
+            is_span_tracer=False,
+        )
+        return _SpanTypeTracer(inner)
+
+
+class _SpanTypeTracer(trace.Tracer):
+    """Sets `logfire.span_type = "span"` unless the span already says what it is."""
+
+    def __init__(self, inner: trace.Tracer) -> None:
+        self._inner = inner
+
+    def start_span(
+        self,
+        name: str,
+        context: Context | None = None,
+        kind: SpanKind = SpanKind.INTERNAL,
+        attributes: Attributes = None,
+        links: Sequence[Link] | None = None,
+        start_time: int | None = None,
+        record_exception: bool = True,
+        set_status_on_exception: bool = True,
+    ) -> trace.Span:
+        attrs = dict(attributes) if attributes else {}
+        attrs.setdefault(semconv.LOGFIRE_SPAN_TYPE, "span")
+        return self._inner.start_span(
+            name, context, kind, attrs, links, start_time, record_exception, set_status_on_exception
+        )
+
+    @contextmanager
+    def start_as_current_span(  # type: ignore[override]
+        self,
+        name: str,
+        context: Context | None = None,
+        kind: SpanKind = SpanKind.INTERNAL,
+        attributes: Attributes = None,
+        links: Sequence[Link] | None = None,
+        start_time: int | None = None,
+        record_exception: bool = True,
+        set_status_on_exception: bool = True,
+        end_on_exit: bool = True,
+    ) -> Iterator[trace.Span]:
+        span = self.start_span(
+            name, context, kind, attributes, links, start_time, record_exception, set_status_on_exception
+        )
+        with trace.use_span(
+            span,
+            end_on_exit=end_on_exit,
+            record_exception=record_exception,
+            set_status_on_exception=set_status_on_exception,
+        ) as current:
+            yield current

@@ -1,0 +1,136 @@
+"""collector-config.yaml and docker-compose.yml: consistent with each other, the SDK defaults and the docs."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import DEFAULT_ENDPOINT as SDK_HTTP_ENDPOINT
+
+yaml = pytest.importorskip("yaml")
+
+ROOT = Path(__file__).resolve().parents[1]
+SDK_GRPC_PORT = 4317  # opentelemetry-exporter-otlp-proto-grpc's default endpoint is localhost:4317
+SDK_HTTP_PORT = urlsplit(SDK_HTTP_ENDPOINT).port
+ENV_REF = re.compile(r"\$\{env:(?P<name>[A-Z0-9_]+)(?::-(?P<default>[^}]*))?\}")
+
+
+def load(name: str) -> dict[str, Any]:
+    data = yaml.safe_load((ROOT / name).read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+@pytest.fixture(scope="module")
+def collector() -> dict[str, Any]:
+    return load("collector-config.yaml")
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    return load("docker-compose.yml")
+
+
+@pytest.fixture(scope="module")
+def viewing() -> str:
+    return (ROOT / "docs" / "viewing.md").read_text()
+
+
+def resolve_default(value: str) -> str:
+    """The value a collector sees when the referenced variable is unset."""
+    return ENV_REF.sub(lambda m: m.group("default") or "", value)
+
+
+def port_of(endpoint: str) -> int:
+    return int(str(endpoint).rsplit(":", 1)[1])
+
+
+def collector_service(compose: dict[str, Any]) -> dict[str, Any]:
+    (service,) = [s for s in compose["services"].values() if "opentelemetry-collector" in s["image"]]
+    return service
+
+
+def test_every_pipeline_component_is_defined(collector: dict[str, Any]) -> None:
+    """Each receiver, processor and exporter a pipeline names (env defaults applied) is defined."""
+    pipelines = collector["service"]["pipelines"]
+    assert pipelines
+    for pipeline in pipelines.values():
+        for kind in ("receivers", "processors", "exporters"):
+            for name in pipeline.get(kind, []):
+                assert resolve_default(name) in collector[kind], f"{kind}: {name}"
+    for name in collector["service"].get("extensions", []):
+        assert name in collector["extensions"]
+
+
+def test_traces_go_through_batch_to_jaeger(collector: dict[str, Any]) -> None:
+    """The traces pipeline is OTLP in, batch, then the Jaeger OTLP exporter."""
+    traces = collector["service"]["pipelines"]["traces"]
+    assert traces["receivers"] == ["otlp"]
+    assert "batch" in traces["processors"]
+    assert traces["exporters"] == ["otlp/jaeger"]
+
+
+def test_receiver_ports_match_the_sdk_defaults(collector: dict[str, Any]) -> None:
+    """The collector listens where the OTLP exporters send by default: 4317 gRPC, 4318 HTTP."""
+    protocols = collector["receivers"]["otlp"]["protocols"]
+    assert port_of(protocols["grpc"]["endpoint"]) == SDK_GRPC_PORT
+    assert port_of(protocols["http"]["endpoint"]) == SDK_HTTP_PORT == 4318
+
+
+def test_logfire_exporter_is_optional_and_takes_the_token_from_the_environment(
+    collector: dict[str, Any],
+) -> None:
+    """By default the Logfire pipeline exports nowhere; chosen, it sends LOGFIRE_TOKEN as Authorization."""
+    (choice,) = collector["service"]["pipelines"]["traces/logfire"]["exporters"]
+    assert resolve_default(choice) == "nop"
+    logfire = collector["exporters"]["otlphttp/logfire"]
+    assert resolve_default(logfire["endpoint"]) == "https://logfire-api.pydantic.dev"
+    assert logfire["headers"]["Authorization"] == "${env:LOGFIRE_TOKEN}"
+    assert "MASTRACE_LOGFIRE_EXPORTER=otlphttp/logfire" in (ROOT / "docs" / "viewing.md").read_text()
+
+
+def test_compose_passes_every_variable_the_collector_reads(
+    collector: dict[str, Any], compose: dict[str, Any]
+) -> None:
+    """Each ${env:NAME} in the collector config is set in the collector container's environment."""
+    names = {m.group("name") for m in ENV_REF.finditer((ROOT / "collector-config.yaml").read_text())}
+    assert names >= {"LOGFIRE_TOKEN", "MASTRACE_LOGFIRE_EXPORTER"}
+    assert names <= set(collector_service(compose)["environment"])
+
+
+def test_compose_mounts_the_config_the_collector_is_started_with(compose: dict[str, Any]) -> None:
+    """The collector's --config path is where collector-config.yaml is mounted."""
+    service = collector_service(compose)
+    (config_arg,) = [a for a in service["command"] if a.startswith("--config=")]
+    mounts = {v.split(":")[1]: v.split(":")[0] for v in service["volumes"]}
+    assert mounts[config_arg.removeprefix("--config=")] == "./collector-config.yaml"
+
+
+def test_compose_publishes_the_otlp_ports_and_the_jaeger_ui(compose: dict[str, Any]) -> None:
+    """Host ports 4317 and 4318 reach the collector, 16686 reaches Jaeger."""
+    published = {int(p.split(":")[0]): int(p.split(":")[1]) for p in collector_service(compose)["ports"]}
+    assert published[SDK_GRPC_PORT] == SDK_GRPC_PORT and published[4318] == 4318
+    jaeger = compose["services"]["jaeger"]
+    assert jaeger["image"].startswith("jaegertracing/jaeger:2")
+    assert "16686:16686" in jaeger["ports"]
+
+
+def test_jaeger_exporter_targets_the_jaeger_service(
+    collector: dict[str, Any], compose: dict[str, Any]
+) -> None:
+    """The collector forwards to the compose service named in its exporter, on Jaeger's OTLP gRPC port."""
+    host, port = collector["exporters"]["otlp/jaeger"]["endpoint"].split(":")
+    assert host in compose["services"] and int(port) == SDK_GRPC_PORT
+    assert "jaeger" in collector_service(compose)["depends_on"]
+
+
+def test_docs_use_the_same_ports_and_commands(viewing: str) -> None:
+    """docs/viewing.md starts the stack and points the SDK at the published ports."""
+    assert "## View in Jaeger" in viewing and "## View in Logfire" in viewing
+    assert "docker compose up -d" in viewing
+    assert "OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318" in viewing
+    assert "OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4317" in viewing
+    assert "http://localhost:16686" in viewing
