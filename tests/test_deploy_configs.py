@@ -8,9 +8,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+import yaml
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import DEFAULT_ENDPOINT as SDK_HTTP_ENDPOINT
-
-yaml = pytest.importorskip("yaml")
 
 ROOT = Path(__file__).resolve().parents[1]
 SDK_GRPC_PORT = 4317  # opentelemetry-exporter-otlp-proto-grpc's default endpoint is localhost:4317
@@ -36,7 +35,7 @@ def compose() -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def viewing() -> str:
-    return (ROOT / "docs" / "viewing.md").read_text()
+    return (ROOT / "README.md").read_text()
 
 
 def resolve_default(value: str) -> str:
@@ -89,7 +88,7 @@ def test_logfire_exporter_is_optional_and_takes_the_token_from_the_environment(
     logfire = collector["exporters"]["otlphttp/logfire"]
     assert resolve_default(logfire["endpoint"]) == "https://logfire-api.pydantic.dev"
     assert logfire["headers"]["Authorization"] == "${env:LOGFIRE_TOKEN}"
-    assert "MASTRACE_LOGFIRE_EXPORTER=otlphttp/logfire" in (ROOT / "docs" / "viewing.md").read_text()
+    assert "MASTRACE_LOGFIRE_EXPORTER=otlphttp/logfire" in (ROOT / "README.md").read_text()
 
 
 def test_compose_passes_every_variable_the_collector_reads(
@@ -128,7 +127,7 @@ def test_jaeger_exporter_targets_the_jaeger_service(
 
 
 def test_docs_use_the_same_ports_and_commands(viewing: str) -> None:
-    """docs/viewing.md starts the stack and points the SDK at the published ports."""
+    """The README starts the stack and points the SDK at the published ports."""
     assert "## View in Jaeger" in viewing and "## View in Logfire" in viewing
     assert "docker compose up -d" in viewing
     assert "OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318" in viewing
