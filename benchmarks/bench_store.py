@@ -22,6 +22,9 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
+from mastrace._scrubbing import Scrubber
+from mastrace._snapshot import Limits
+from mastrace._transform import prepare_span
 from mastrace.store import LocalStoreExporter, connect
 
 TARGET_SPANS_PER_S = 100_000
@@ -60,12 +63,20 @@ def build_spans(count: int) -> list[ReadableSpan]:
     return collector.spans
 
 
-def time_export(spans: list[ReadableSpan], store: str, batch: int) -> float:
-    """Seconds `LocalStoreExporter.export` takes for `spans` in batches of `batch`."""
+def time_export(spans: list[ReadableSpan], store: str, batch: int, scrub: bool = False) -> float:
+    """Seconds `LocalStoreExporter.export` takes for `spans` in batches of `batch`.
+
+    With `scrub`, each batch first goes through the export thread's transform (scrubbing, size caps),
+    exactly as a destination worker does it.
+    """
     exporter = LocalStoreExporter(store)
+    scrubber, limits = Scrubber(), Limits()
     start = time.perf_counter()
     for i in range(0, len(spans), batch):
-        exporter.export(spans[i : i + batch])
+        chunk = spans[i : i + batch]
+        if scrub:
+            chunk = [prepare_span(s, scrubber, limits) for s in chunk]
+        exporter.export(chunk)
     elapsed = time.perf_counter() - start
     exporter.shutdown()
     assert exporter.failed_spans == 0
@@ -91,12 +102,14 @@ def main() -> None:
     args = parser.parse_args()
 
     spans = build_spans(args.spans)
-    exports, scans = [], []
+    exports, scans, pipeline = [], [], []
     for _ in range(args.repeat):
         with tempfile.TemporaryDirectory(prefix="mastrace-bench-") as store:
             exports.append(time_export(spans, store, args.batch))
             scan, count = time_scan(store)
             scans.append(scan)
+        with tempfile.TemporaryDirectory(prefix="mastrace-bench-") as store:
+            pipeline.append(time_export(spans, store, args.batch, scrub=True))
     best, median = min(exports), statistics.median(exports)
     rate, median_rate = len(spans) / best, len(spans) / median
     print(
@@ -106,6 +119,10 @@ def main() -> None:
     print(f"export (median):       {median:.3f} s -> {median_rate:,.0f} spans/s")
     ratio = rate / TARGET_SPANS_PER_S
     print(f"target:                {TARGET_SPANS_PER_S:,} spans/s -> ratio {ratio:.2f}x (best)")
+    p_best, p_median = min(pipeline), statistics.median(pipeline)
+    print(f"scrub+cap+export (best):   {p_best:.3f} s -> {len(spans) / p_best:,.0f} spans/s "
+          f"(ratio {len(spans) / p_best / TARGET_SPANS_PER_S:.2f}x target)")
+    print(f"scrub+cap+export (median): {p_median:.3f} s -> {len(spans) / p_median:,.0f} spans/s")
     print(f"DuckDB count+sum scan: {min(scans):.3f} s (best) over {count:,} records")
 
 

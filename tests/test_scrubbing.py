@@ -396,3 +396,12 @@ def test_secret_shaped_value_under_packages_is_still_scrubbed(scrubber: Scrubber
     secret = "sk-proj-" + "a1B2c3D4e5F6g7H8i9J0" * 2
     attrs, _ = scrubber.scrub_attributes({"mastrace.config": json.dumps({"packages": {"x": secret}})})
     assert secret not in attrs["mastrace.config"]
+
+
+def test_repeated_values_are_judged_the_same_every_time(scrubber: Scrubber) -> None:
+    """The cache of screened short strings never lets a repeated secret through."""
+    secret = "ghp_" + "A1b2C3d4E5f6G7h8I9j0" * 2
+    for _ in range(3):
+        attrs, _ = scrubber.scrub_attributes({"note": f"use {secret}", "model": "gpt-4o-mini"})
+        assert secret not in attrs["note"]
+        assert attrs["model"] == "gpt-4o-mini"

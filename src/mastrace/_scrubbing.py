@@ -148,6 +148,8 @@ _MAX_DEPTH = 64
 _PREFILTER_MAX = 1_024  # past this length the literal-led rules are faster than the screen
 _SPECIAL = frozenset("[(?*+{\\.|^$")
 _MAX_CACHED_KEYS = 8_192
+_MAX_CACHED_TEXTS = 16_384
+_CACHED_TEXT_MAX = 256
 
 
 @dataclass(frozen=True)
@@ -330,6 +332,7 @@ class Scrubber:
         self._rules = _rules(_secret_env_values(self._key_re, self._safe_re), options.extra_patterns)
         self._prefilter = _prefilter(self._rules)
         self._key_cache: dict[str, re.Match[str] | None] = {}
+        self._plain_cache: dict[str, bool] = {}
 
     # -- public API -------------------------------------------------------------------------------
     def scrub_text(self, s: str, path: JsonPath = ()) -> str:
@@ -392,7 +395,18 @@ class Scrubber:
             return True
         if s[0] in "{[" or len(s) > _PREFILTER_MAX or self._prefilter is None:
             return False
-        return self._prefilter.search(s) is None
+        # Attribute values repeat (agent ids, model names, round types): remember the short ones, as
+        # one screening search costs microseconds and a dict look-up a few dozen nanoseconds.
+        cache = self._plain_cache
+        known = cache.get(s)
+        if known is not None:
+            return known
+        plain = self._prefilter.search(s) is None
+        if len(s) <= _CACHED_TEXT_MAX:
+            if len(cache) >= _MAX_CACHED_TEXTS:
+                cache.clear()
+            cache[s] = plain
+        return plain
 
     # -- finding value shapes ---------------------------------------------------------------------
     def _find(self, s: str) -> list[_Hit]:

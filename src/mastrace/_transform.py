@@ -105,6 +105,22 @@ def _plain(value: Any, short: int, scrubber: Scrubber | None) -> bool:
     return False
 
 
+def span_attributes(span: ReadableSpan) -> Mapping[str, Any]:
+    """The span's attributes, read from the SDK's backing dict when there is one (do not mutate it).
+
+    `ReadableSpan.attributes` is a read-only proxy over `BoundedAttributes`, which iterates through
+    the `Mapping` mixin one call per key; the plain dict behind it is several times faster to walk
+    and is what the C JSON encoder serialises directly.
+    """
+    raw = getattr(span, "_attributes", None)
+    if type(raw) is dict:
+        return raw
+    inner = getattr(raw, "_dict", None)
+    if type(inner) is dict:
+        return inner
+    return dict(span.attributes or {})
+
+
 class _Cleaner:
     """One pass over one span: remembers what was scrubbed, cut, and turned into JSON."""
 
@@ -120,9 +136,10 @@ class _Cleaner:
 
     # -- span -------------------------------------------------------------------------------------
     def span(self, span: ReadableSpan) -> ReadableSpan:
-        schema = (span.attributes or {}).get(semconv.LOGFIRE_JSON_SCHEMA)
+        current = span_attributes(span)
+        schema = current.get(semconv.LOGFIRE_JSON_SCHEMA)
         self.schema = schema if isinstance(schema, str) else ""
-        attrs = self.attributes(span.attributes or {}, _SPAN_ROOT)
+        attrs = self.attributes(current, _SPAN_ROOT)
         events = self.events(span.events)
         links = self.links(span.links)
         status = self.status(span.status)

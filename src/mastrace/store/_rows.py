@@ -23,6 +23,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 
 from .. import semconv
+from .._transform import span_attributes
 
 __all__ = ["RowEncoder", "span_to_dict"]
 
@@ -98,18 +99,6 @@ def _fields(mapping: Mapping[str, Any]) -> str:
 
 def _iso(ns: int) -> str:
     return (_EPOCH + timedelta(microseconds=ns // 1000)).isoformat().replace("+00:00", "Z")
-
-
-def _attribute_dict(span: ReadableSpan) -> Mapping[str, Any]:
-    # ReadableSpan.attributes builds a MappingProxy per call; the SDK's BoundedAttributes keeps a
-    # plain dict that the C JSON encoder serialises directly.
-    raw = getattr(span, "_attributes", None)
-    if type(raw) is dict:
-        return raw
-    inner = getattr(raw, "_dict", None)
-    if type(inner) is dict:
-        return inner
-    return dict(span.attributes or {})
 
 
 def _sequence(span: ReadableSpan, private: str, public: str) -> Sequence[Any]:
@@ -215,7 +204,7 @@ class RowEncoder:
         """One NDJSON line (with its newline) for `span`."""
         ctx = span.context
         parent = span.parent
-        attrs = _attribute_dict(span)
+        attrs = span_attributes(span)
         extras: dict[str, Any] = {}
         level = None
         span_type = "span"
