@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import DroppingExporter, interleaved, print_ratios, print_table  # noqa: E402
+from _common import DroppingExporter, interleaved, print_ratios, print_table
 
 TEN_ATTRS = {f"bench.attr_{i}": (i if i % 2 else f"value-{i}") for i in range(10)}
 
@@ -75,9 +75,15 @@ def main() -> None:
             with raw.start_as_current_span("agent.agent_a.round_1", attributes=same_attrs):
                 pass
 
-    results = interleaved({"raw SDK span, 10 attributes": v_raw10,
-                           f"raw SDK span, the round's {len(same_attrs)} attributes": v_raw_same,
-                           "agent_round, 10 attributes + usage + outcome": v_round}, args.n, args.rounds)
+    results = interleaved(
+        {
+            "raw SDK span, 10 attributes": v_raw10,
+            f"raw SDK span, the round's {len(same_attrs)} attributes": v_raw_same,
+            "agent_round, 10 attributes + usage + outcome": v_round,
+        },
+        args.n,
+        args.rounds,
+    )
     print_table(f"µs per span, median of {args.rounds} interleaved rounds of {args.n}", results)
 
     # Re-attaching an unchanged config snapshot: the cached text and hash set on an open span.
@@ -99,8 +105,10 @@ def main() -> None:
             registry._snapshots.snapshot(configs)
         lookup_us = (time.perf_counter() - start) / args.n * 1e6
     print(f"\n  config snapshot: {len(snap.text)} chars of JSON, 8 agents")
-    print(f"  re-attach unchanged snapshot to a span      {attach_us:8.2f} µs   (target ≤ 2 µs: "
-          f"{'yes' if attach_us <= 2 else 'NO'})")
+    print(
+        f"  re-attach unchanged snapshot to a span      {attach_us:8.2f} µs   (target ≤ 2 µs: "
+        f"{'yes' if attach_us <= 2 else 'NO'})"
+    )
     print(f"  cache look-up of unchanged gathered configs {lookup_us:8.2f} µs   (compare, no serialising)")
 
     # Scrubbing in the export thread: one 8 KB attribute, plain text and JSON, with and without secrets.
@@ -110,10 +118,16 @@ def main() -> None:
     secret_text = plain[:4000] + " sk-ant-api03-" + "Ab1" * 12 + " " + plain[4000:8000]
     import json
 
-    json_doc = json.dumps({f"k{i}": words for i in range(8192 // (len(words) + 8))})[:8192].rsplit(",", 1)[0] + "}"
+    json_doc = (
+        json.dumps({f"k{i}": words for i in range(8192 // (len(words) + 8))})[:8192].rsplit(",", 1)[0] + "}"
+    )
     json_secret = json.dumps({"api_key": "x" * 20, "notes": words * 40, "url": "https://u:hunter2pw@h/"})
-    cases = {"8 KB text, no secret": plain, "8 KB text, 1 secret": secret_text,
-             "8 KB JSON, no secret": json_doc, "JSON with 2 secrets": json_secret}
+    cases = {
+        "8 KB text, no secret": plain,
+        "8 KB text, 1 secret": secret_text,
+        "8 KB JSON, no secret": json_doc,
+        "JSON with 2 secrets": json_secret,
+    }
     print("\n  scrubbing one attribute in the export thread (median of 201)")
     for label, value in cases.items():
         times = []
@@ -125,13 +139,24 @@ def main() -> None:
         print(f"  {label:<28} {len(value):6d} chars  {times[len(times) // 2] * 1e6:8.1f} µs")
 
     r = results
-    print_ratios([
-        ("agent_round (10 attrs + usage) / raw SDK span (10 attrs)",
-         r["agent_round, 10 attributes + usage + outcome"], r["raw SDK span, 10 attributes"], "<=", 2.0),
-        ("agent_round / raw SDK span with the same attributes",
-         r["agent_round, 10 attributes + usage + outcome"],
-         r[f"raw SDK span, the round's {len(same_attrs)} attributes"], "<=", 2.0),
-    ])
+    print_ratios(
+        [
+            (
+                "agent_round (10 attrs + usage) / raw SDK span (10 attrs)",
+                r["agent_round, 10 attributes + usage + outcome"],
+                r["raw SDK span, 10 attributes"],
+                "<=",
+                2.0,
+            ),
+            (
+                "agent_round / raw SDK span with the same attributes",
+                r["agent_round, 10 attributes + usage + outcome"],
+                r[f"raw SDK span, the round's {len(same_attrs)} attributes"],
+                "<=",
+                2.0,
+            ),
+        ]
+    )
     mastrace.shutdown()
 
 

@@ -120,8 +120,10 @@ def main() -> None:
     ratio = rate / TARGET_SPANS_PER_S
     print(f"target:                {TARGET_SPANS_PER_S:,} spans/s -> ratio {ratio:.2f}x (best)")
     p_best, p_median = min(pipeline), statistics.median(pipeline)
-    print(f"scrub+cap+export (best):   {p_best:.3f} s -> {len(spans) / p_best:,.0f} spans/s "
-          f"(ratio {len(spans) / p_best / TARGET_SPANS_PER_S:.2f}x target)")
+    print(
+        f"scrub+cap+export (best):   {p_best:.3f} s -> {len(spans) / p_best:,.0f} spans/s "
+        f"(ratio {len(spans) / p_best / TARGET_SPANS_PER_S:.2f}x target)"
+    )
     print(f"scrub+cap+export (median): {p_median:.3f} s -> {len(spans) / p_median:,.0f} spans/s")
     print(f"DuckDB count+sum scan: {min(scans):.3f} s (best) over {count:,} records")
 

@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import DroppingExporter, interleaved, print_ratios, print_table  # noqa: E402
+from _common import DroppingExporter, interleaved, print_ratios, print_table
 
 
 def main() -> None:
@@ -38,8 +38,13 @@ def main() -> None:
     mastrace.configure(local=False, propagate_threads=False)
     mt = mastrace.get_tracer("bench")
     # logfire, offline, as a local instance so it does not touch the global provider.
-    lf = logfire.configure(local=True, send_to_logfire=False, console=False, metrics=False,
-                           additional_span_processors=[BatchSpanProcessor(DroppingExporter())])
+    lf = logfire.configure(
+        local=True,
+        send_to_logfire=False,
+        console=False,
+        metrics=False,
+        additional_span_processors=[BatchSpanProcessor(DroppingExporter())],
+    )
     noop = trace.NoOpTracer()
     disabled = _tracer.Tracer("bench-disabled")
 
@@ -65,6 +70,7 @@ def main() -> None:
         async def body(n: int) -> None:
             for _ in range(n):
                 await fn("agent_a", 1)
+
         return lambda n: loop.run_until_complete(body(n))
 
     def v_raw(n: int) -> None:
@@ -106,30 +112,66 @@ def main() -> None:
     disabled._gen = STATE.generation
     disabled._otel = None
 
-    results = interleaved({
-        "raw OTel SDK start_as_current_span": v_raw,
-        "mastrace tracer.span": v_span,
-        "mastrace @instrument (sync)": v_instr,
-        "function with tracer.span (sync)": v_manual,
-        "mastrace @instrument (async)": run_async(instrumented_async),
-        "coroutine with tracer.span (async)": run_async(manual_async),
-        "mastrace disabled / unconfigured": v_disabled,
-        "OTel API no-op tracer": v_noop,
-        "logfire.span (send_to_logfire=False)": v_logfire,
-    }, args.n, args.rounds)
-    print_table(f"µs per span, median of {args.rounds} interleaved rounds of {args.n} spans "
-                f"(python {sys.version.split()[0]})", results)
+    results = interleaved(
+        {
+            "raw OTel SDK start_as_current_span": v_raw,
+            "mastrace tracer.span": v_span,
+            "mastrace @instrument (sync)": v_instr,
+            "function with tracer.span (sync)": v_manual,
+            "mastrace @instrument (async)": run_async(instrumented_async),
+            "coroutine with tracer.span (async)": run_async(manual_async),
+            "mastrace disabled / unconfigured": v_disabled,
+            "OTel API no-op tracer": v_noop,
+            "logfire.span (send_to_logfire=False)": v_logfire,
+        },
+        args.n,
+        args.rounds,
+    )
+    print_table(
+        f"µs per span, median of {args.rounds} interleaved rounds of {args.n} spans "
+        f"(python {sys.version.split()[0]})",
+        results,
+    )
     r = results
-    print_ratios([
-        ("tracer.span / raw SDK", r["mastrace tracer.span"], r["raw OTel SDK start_as_current_span"], "<=", 1.3),
-        ("@instrument sync / tracer.span in a function", r["mastrace @instrument (sync)"],
-         r["function with tracer.span (sync)"], "<=", 1.2),
-        ("@instrument async / tracer.span in a coroutine", r["mastrace @instrument (async)"],
-         r["coroutine with tracer.span (async)"], "<=", 1.2),
-        ("disabled / OTel API no-op", r["mastrace disabled / unconfigured"], r["OTel API no-op tracer"], "<=", 1.0),
-        ("logfire.span / tracer.span (speed-up)", r["logfire.span (send_to_logfire=False)"],
-         r["mastrace tracer.span"], ">=", 3.0),
-    ])
+    print_ratios(
+        [
+            (
+                "tracer.span / raw SDK",
+                r["mastrace tracer.span"],
+                r["raw OTel SDK start_as_current_span"],
+                "<=",
+                1.3,
+            ),
+            (
+                "@instrument sync / tracer.span in a function",
+                r["mastrace @instrument (sync)"],
+                r["function with tracer.span (sync)"],
+                "<=",
+                1.2,
+            ),
+            (
+                "@instrument async / tracer.span in a coroutine",
+                r["mastrace @instrument (async)"],
+                r["coroutine with tracer.span (async)"],
+                "<=",
+                1.2,
+            ),
+            (
+                "disabled / OTel API no-op",
+                r["mastrace disabled / unconfigured"],
+                r["OTel API no-op tracer"],
+                "<=",
+                1.0,
+            ),
+            (
+                "logfire.span / tracer.span (speed-up)",
+                r["logfire.span (send_to_logfire=False)"],
+                r["mastrace tracer.span"],
+                ">=",
+                3.0,
+            ),
+        ]
+    )
     loop.close()
     mastrace.shutdown()
 

@@ -213,8 +213,8 @@ class TokenUsage(Usage):
             cache_read
             if cache_read is not None
             else (
-                _int(_get(usage, "prompt_tokens_details"), "cached_tokens")
-                or _int(_get(usage, "input_tokens_details"), "cached_tokens")
+                _int(field_of(usage, "prompt_tokens_details"), "cached_tokens")
+                or _int(field_of(usage, "input_tokens_details"), "cached_tokens")
                 or _int(usage, "cached_content_token_count")
                 or 0
             )
@@ -224,8 +224,8 @@ class TokenUsage(Usage):
             inputs = (inputs or 0) + (cache_read or 0) + cache_write
         total_in = prompt if prompt is not None else (inputs or 0)
         reasoning = (
-            _int(_get(usage, "completion_tokens_details"), "reasoning_tokens")
-            or _int(_get(usage, "output_tokens_details"), "reasoning_tokens")
+            _int(field_of(usage, "completion_tokens_details"), "reasoning_tokens")
+            or _int(field_of(usage, "output_tokens_details"), "reasoning_tokens")
             or _int(usage, "thoughts_token_count")
             or 0
         )
@@ -255,7 +255,8 @@ class TokenUsage(Usage):
         )
 
 
-def _get(obj: Any, key: str) -> Any:
+def field_of(obj: Any, key: str) -> Any:
+    """`obj[key]` for a mapping, `obj.key` otherwise; None when absent (provider payloads come as both)."""
     if obj is None:
         return None
     if isinstance(obj, Mapping):
@@ -265,7 +266,7 @@ def _get(obj: Any, key: str) -> Any:
 
 def _int(obj: Any, *keys: str) -> int | None:
     for key in keys:
-        value = _get(obj, key)
+        value = field_of(obj, key)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return int(value)
     return None

@@ -17,7 +17,6 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
@@ -34,12 +33,12 @@ from ..usage import (
     push_sink,
     usage_attributes,
 )
-from .coordination import current_session, mixin_tracer, prefixed
+from .coordination import SpanHandle, current_session, mixin_tracer, prefixed
 
 __all__ = ["AgentMixin", "AgentRound"]
 
 
-class AgentRound:
+class AgentRound(SpanHandle):
     """The handle of an agent round or presentation span; a sync and async context manager.
 
     It also works opened inside a generator whose items other tasks pull, when that generator
@@ -128,24 +127,6 @@ class AgentRound:
     def add_usage(self, usage: Usage) -> None:
         """Add usage to this round (and to the session and scope around it)."""
         credit_usage(Usage.coerce(usage), chain=self._chain)
-
-    @property
-    def usage(self) -> Usage:
-        """The usage recorded in this round so far."""
-        return self._usage.total
-
-    @property
-    def span(self) -> Span | NoOpSpan:
-        """The underlying span handle."""
-        return self._span
-
-    def set_attribute(self, key: str, value: Any) -> None:
-        """Set an attribute on the round span."""
-        self._span.set_attribute(key, value)
-
-    def set_attributes(self, attributes: Mapping[str, Any]) -> None:
-        """Set several attributes on the round span."""
-        self._span.set_attributes(attributes)
 
 
 class AgentMixin:

@@ -48,6 +48,31 @@ def prefixed(attrs: Mapping[str, Any]) -> dict[str, Any]:
     return {(key if "." in key else f"massgen.{key}"): value for key, value in attrs.items()}
 
 
+class SpanHandle:
+    """What every mixin handle shares: the span, its own usage, and attribute setters."""
+
+    _span: Span | NoOpSpan
+    _usage: UsageAccumulator
+
+    @property
+    def usage(self) -> Usage:
+        """The usage credited here so far."""
+        return self._usage.total
+
+    @property
+    def span(self) -> Span | NoOpSpan:
+        """The underlying span handle."""
+        return self._span
+
+    def set_attribute(self, key: str, value: Any) -> None:
+        """Set an attribute on the span."""
+        self._span.set_attribute(key, value)
+
+    def set_attributes(self, attributes: Mapping[str, Any]) -> None:
+        """Set several attributes on the span."""
+        self._span.set_attributes(attributes)
+
+
 def current_session() -> CoordinationSession | None:
     """The coordination session open in the current context, if any."""
     return _CURRENT_SESSION.get()
@@ -73,7 +98,7 @@ def _log_span(name: str, attrs: Mapping[str, Any], links: Sequence[Any] | None =
     return ctx
 
 
-class CoordinationSession:
+class CoordinationSession(SpanHandle):
     """The handle of a `coordination.session` span; a sync and async context manager.
 
     While open, it receives the usage recorded in its context (LLM streams, `record_usage()`),
@@ -137,24 +162,6 @@ class CoordinationSession:
     def add_usage(self, usage: Usage) -> None:
         """Add usage incurred by the session itself (outside any agent round)."""
         credit_usage(Usage.coerce(usage), chain=(self._usage,))
-
-    @property
-    def usage(self) -> Usage:
-        """The usage credited to this session so far."""
-        return self._usage.total
-
-    @property
-    def span(self) -> Span | NoOpSpan:
-        """The underlying span handle."""
-        return self._span
-
-    def set_attribute(self, key: str, value: Any) -> None:
-        """Set an attribute on the session span."""
-        self._span.set_attribute(key, value)
-
-    def set_attributes(self, attributes: Mapping[str, Any]) -> None:
-        """Set several attributes on the session span."""
-        self._span.set_attributes(attributes)
 
 
 class CoordinationMixin:

@@ -27,7 +27,7 @@ from .._errors import handle_internal_errors
 from .._streams import TracedAsyncGenerator, TracedGenerator
 from .._tracer import NOOP_SPAN, NoOpSpan, Span
 from ..exceptions import ConfigError
-from ..usage import CostCalculator, TokenUsage, credit_usage, usage_attributes
+from ..usage import CostCalculator, TokenUsage, credit_usage, field_of, usage_attributes
 from .coordination import mixin_tracer
 from .gather import UsageTrackableMixin
 
@@ -35,14 +35,6 @@ __all__ = ["LLMBackendMixin"]
 
 _PRIMITIVE = (str, int, float, bool)
 _REQUEST_KEYS = {"stop": "stop_sequences"}
-
-
-def _get(obj: Any, key: str) -> Any:
-    if obj is None:
-        return None
-    if isinstance(obj, Mapping):
-        return obj.get(key)
-    return getattr(obj, key, None)
 
 
 def _request_attributes(request: Mapping[str, Any]) -> dict[str, Any]:
@@ -86,7 +78,7 @@ class _StreamState:
             if found is not None:
                 # Providers report cumulative counts (Anthropic splits them over two events).
                 self.usage = found if self.usage is None else self.usage.merge_max(found)
-            model = _get(chunk, "model")
+            model = field_of(chunk, "model")
             if isinstance(model, str):
                 self.response_model = model
 
@@ -181,9 +173,9 @@ class LLMBackendMixin:
         Understands a `usage` dict or object (OpenAI `prompt_tokens`/`completion_tokens`,
         Anthropic `input_tokens`/`output_tokens`), also under `message` (Anthropic `message_start`).
         """
-        usage = _get(chunk, "usage")
+        usage = field_of(chunk, "usage")
         if usage is None:
-            usage = _get(_get(chunk, "message"), "usage")
+            usage = field_of(field_of(chunk, "message"), "usage")
         return TokenUsage.from_provider(usage, provider=getattr(self, "provider", None))
 
     def _mastrace_price(self, usage: TokenUsage, model: str) -> TokenUsage:

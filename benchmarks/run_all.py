@@ -1,0 +1,40 @@
+"""Run every benchmark script in turn and print its report (`make bench`).
+
+Each script measures its variants side by side in one process and prints ratios, so the figures
+stay meaningful on a shared, noisy machine. Pass `--quick` for smaller sizes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).parent
+SCRIPTS = {
+    "bench_tracer.py": ([], ["--n", "3000", "--rounds", "5"]),
+    "bench_mixins.py": ([], ["--n", "2000", "--rounds", "5"]),
+    "bench_export.py": ([], ["--n", "2000", "--rounds", "5"]),
+    "bench_store.py": ([], ["--spans", "20000", "--repeat", "2"]),
+    "bench_analyze.py": ([], ["--spans", "100000", "--repeat", "2"]),
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller sizes (a minute or two in all)")
+    args = parser.parse_args()
+    failed = 0
+    for script, (full, quick) in SCRIPTS.items():
+        print(f"\n=== {script} {' '.join(quick if args.quick else full)}", flush=True)
+        start = time.perf_counter()
+        code = subprocess.call([sys.executable, str(HERE / script), *(quick if args.quick else full)])
+        print(f"--- {script}: exit {code}, {time.perf_counter() - start:.0f} s", flush=True)
+        failed += code != 0
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
