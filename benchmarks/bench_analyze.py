@@ -1,0 +1,190 @@
+"""`mastrace analyze` on a large store, against a plain DuckDB scan of the same rows.
+
+Writes a store of 1,000,000 spans (NDJSON segments in the store's row format, generated directly
+so that setup takes seconds): one MassGen-shaped session with 10 agents running rounds in
+parallel; each round has two LLM calls, three `Tool execution:` spans each wrapping an MCP call
+(two of them overlapping) and an answer or vote record; in one round in 50 an MCP call fails.
+
+Then it times, alternately and `--repeat` times each:
+
+- analyze latest: open the store, resolve `latest`, build the report and render
+  ANALYSIS_REPORT.md (what `mastrace analyze` does, without interpreter start-up);
+- analyze TRACE_ID: the same with the trace id given, which skips the scan that finds `latest`;
+- scan: `SELECT count(*), sum(duration) FROM records` on a fresh connection.
+
+and prints the median and best of each, the ratio of the medians (target: analyze ≤ 5× the
+scan) and the ratio of the best runs (the least disturbed on a shared machine).
+
+Run: `python benchmarks/bench_analyze.py [--spans N] [--repeat N] [--dir DIR]`
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import statistics
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from mastrace.analysis import TraceStore, build_report, render_markdown
+from mastrace.store import connect
+from mastrace.store._schema import SEGMENT_SUFFIX, SEGMENTS_DIR
+
+TARGET_RATIO = 5.0
+AGENTS = 10
+SPANS_PER_ROUND = 10  # round + 2 llm + 3 × (tool execution + mcp) + 1 record
+SEGMENTS = 4
+T0 = 1_700_000_000_000_000_000
+TRACE_ID = "0123456789abcdef0123456789abcdef"
+MS = 1_000_000
+
+
+def _line(
+    span_id: int, parent: int | None, name: str, start: int, end: int, attrs: str, extra: str = ""
+) -> str:
+    parent_field = f'"parent_span_id":"{parent:016x}",' if parent is not None else ""
+    return (
+        f'{{"trace_id":"{TRACE_ID}","span_id":"{span_id:016x}",{parent_field}"start_ns":{start},"end_ns":{end},'
+        f'"created_ns":{end},"span_name":"{name}","level":{17 if extra else 9},"span_type":"span",'
+        f'"otel_kind":"internal","otel_status_code":"{"ERROR" if extra else "UNSET"}","attributes":{attrs}'
+        f'{extra},"service_name":"bench","otel_scope_name":"mastrace.mixins"}}\n'
+    )
+
+
+_ERROR = ',"is_exception":true,"exception_type":"TimeoutError","exception_message":"tool timed out"'
+
+
+def _round_lines(next_id: int, session: int, agent: int, rnd: int, start: int) -> Iterator[str]:
+    """The ten spans of one round, starting at `start` (ns); ids from `next_id`."""
+    agent_id = f"agent_{agent}"
+    kind = "initial_answer" if rnd == 0 else "voting"
+    usage = {
+        "massgen.usage.input": 1200 + rnd % 50,
+        "massgen.usage.output": 300,
+        "massgen.usage.cached_input": 400,
+        "massgen.usage.reasoning": 50,
+        "massgen.usage.cost": 0.0125,
+    }
+    attrs = {
+        "massgen.agent_id": agent_id,
+        "massgen.round": rnd,
+        "massgen.round_type": kind,
+        "massgen.outcome": "answer" if rnd == 0 else "vote",
+        **usage,
+    }
+    rid = next_id
+    end = start + 1000 * MS
+    yield _line(rid, session, f"agent.{agent_id}.round_{rnd}", start, end, json.dumps(attrs))
+    llm = json.dumps(
+        {
+            "gen_ai.request.model": "sim-large",
+            "gen_ai.usage.input_tokens": 600,
+            "gen_ai.usage.output_tokens": 150,
+        }
+    )
+    yield _line(rid + 1, rid, "llm.simulated.stream", start, start + 300 * MS, llm)
+    yield _line(rid + 2, rid, "llm.simulated.stream", start + 700 * MS, end, llm)
+    tools = ((300, 450), (350, 500), (550, 650))  # the first two overlap
+    for i, (a, b) in enumerate(tools):
+        wrapper, call = rid + 3 + 2 * i, rid + 4 + 2 * i
+        error = _ERROR if i == 2 and rnd % 50 == 7 else ""
+        yield _line(
+            wrapper, rid, f"Tool execution: mcp__search__tool{i}", start + a * MS, start + b * MS, "{}", error
+        )
+        yield _line(
+            call,
+            wrapper,
+            f"mcp.search.tool{i}",
+            start + a * MS,
+            start + b * MS,
+            f'{{"mcp.method.name":"tools/call","gen_ai.tool.name":"tool{i}"}}',
+            error,
+        )
+    record = "Agent answer: x" if rnd == 0 else f"Agent vote: {agent_id} -> x"
+    yield _line(rid + 9, session, record, end, end, f'{{"massgen.agent_id":"{agent_id}"}}')
+
+
+def write_store(path: Path, spans: int) -> int:
+    """Write about `spans` spans into `path`; returns how many were written."""
+    folder = path / SEGMENTS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    rounds = max(1, (spans - 1) // SPANS_PER_ROUND)
+    per_agent = -(-rounds // AGENTS)
+    written = 1
+    with contextlib.ExitStack() as stack:
+        files = [
+            stack.enter_context(open(folder / f"bench-{i}{SEGMENT_SUFFIX}", "w", encoding="utf-8"))
+            for i in range(SEGMENTS)
+        ]
+        session_end = T0 + (per_agent + 1) * 1000 * MS
+        files[0].write(_line(1, None, "coordination.session", T0, session_end, '{"massgen.task":"bench"}'))
+        next_id = 2
+        for n in range(rounds):
+            agent, rnd = n % AGENTS, n // AGENTS
+            lines = list(_round_lines(next_id, 1, agent, rnd, T0 + rnd * 1000 * MS + agent * MS))
+            files[n % SEGMENTS].write("".join(lines))
+            next_id += SPANS_PER_ROUND
+            written += SPANS_PER_ROUND
+    return written
+
+
+def time_analyze(path: Path, trace: str) -> float:
+    """Seconds for what `mastrace analyze TRACE` does, minus interpreter start-up."""
+    started = time.perf_counter()
+    with TraceStore(path) as store:
+        render_markdown(build_report(store, store.resolve(trace)))
+    return time.perf_counter() - started
+
+
+def time_scan(path: Path) -> float:
+    started = time.perf_counter()
+    con = connect(path)
+    try:
+        con.execute("SELECT count(*), sum(duration) FROM records").fetchall()
+    finally:
+        con.close()
+    return time.perf_counter() - started
+
+
+def _runs(values: list[float]) -> str:
+    return f"median {statistics.median(values):6.2f} s  best {min(values):6.2f} s"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--spans", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--dir", type=Path, default=None, help="write the store here (default: a temp dir)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="mastrace-bench-") as tmp:
+        path = args.dir or Path(tmp) / "store"
+        started = time.perf_counter()
+        count = write_store(path, args.spans)
+        print(f"wrote {count:,} spans in {time.perf_counter() - started:.1f} s to {path}")
+        time_scan(path)  # warm the page cache, so every variant reads from memory
+        timings: dict[str, list[float]] = {"latest": [], "by id": [], "scan": []}
+        for _ in range(args.repeat):  # interleaved: each variant sees the same background load
+            timings["latest"].append(time_analyze(path, "latest"))
+            timings["by id"].append(time_analyze(path, TRACE_ID))
+            timings["scan"].append(time_scan(path))
+        scan, scan_best = statistics.median(timings["scan"]), min(timings["scan"])
+        print(f"  plain scan: count(*), sum(duration)     {_runs(timings['scan'])}")
+        labels = (
+            ("latest", "analyze latest (resolve + report)"),
+            ("by id", "analyze TRACE_ID (report only)"),
+        )
+        for name, label in labels:
+            ratio = statistics.median(timings[name]) / scan if scan else float("inf")
+            best = min(timings[name]) / scan_best if scan_best else float("inf")
+            verdict = "met" if ratio <= TARGET_RATIO else "NOT met"
+            print(
+                f"  {label:<38}  {_runs(timings[name])}  ratio {ratio:4.2f}× (best/best {best:4.2f}×)  "
+                f"target ≤ {TARGET_RATIO}×: {verdict}"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+"""Span categories and value formatting shared by the tree, the report and the HTML view."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any, Final
+
+from .. import semconv
+
+__all__ = [
+    "AGENT_SPAN_SQL",
+    "EVENT_PREFIXES",
+    "RECORD_SPAN_SQL",
+    "TOOL_SPAN_SQL",
+    "format_duration",
+    "format_number",
+    "format_value",
+    "is_error",
+    "span_category",
+    "utc_clock",
+]
+
+# Prefixes of the zero-duration coordination records (Logfire logs in MassGen).
+EVENT_PREFIXES: Final = (
+    "Coordination event:",
+    "Agent answer:",
+    "Agent vote:",
+    "Winner selected:",
+    "Final answer from ",
+)
+
+# SQL predicates over `span_name`, used by every set-based query so that all sections agree.
+AGENT_SPAN_SQL: Final = "(span_name LIKE 'agent.%.round_%' OR span_name LIKE 'agent.%.presentation')"
+TOOL_SPAN_SQL: Final = "(span_name LIKE 'mcp.%' OR span_name LIKE 'Tool execution:%')"
+RECORD_SPAN_SQL: Final = (
+    "(span_name LIKE 'Coordination event:%' OR span_name LIKE 'Agent answer:%' "
+    "OR span_name LIKE 'Agent vote:%' OR span_name LIKE 'Winner selected:%' "
+    "OR span_name LIKE 'Final answer%')"
+)
+
+CATEGORIES: Final = ("session", "agent", "llm", "tool", "event", "error", "other")
+
+
+def is_error(row: dict[str, Any]) -> bool:
+    """Whether a span row ended in error: error status, a recorded exception, or error level."""
+    return bool(
+        row.get("otel_status_code") == "ERROR"
+        or row.get("is_exception")
+        or (row.get("level") or 0) >= semconv.LEVEL_ERROR
+    )
+
+
+def span_category(name: str, span_type: str | None = None, error: bool = False) -> str:
+    """The display category of a span: session, agent, llm, tool, event, error or other.
+
+    Errors win over every other category so that a failed tool call stands out.
+    """
+    if error:
+        return "error"
+    if name == semconv.SPAN_COORDINATION_SESSION:
+        return "session"
+    if name.startswith("agent.") and (".round_" in name or name.endswith(".presentation")):
+        return "agent"
+    if name.startswith("llm."):
+        return "llm"
+    if name.startswith(("mcp.", "Tool execution:")):
+        return "tool"
+    if span_type == "log" or name.startswith(EVENT_PREFIXES):
+        return "event"
+    return "other"
+
+
+def format_duration(seconds: float | None) -> str:
+    """A short human duration: `850µs`, `12.3ms`, `1.24s`, `2m05s`."""
+    if seconds is None:
+        return "-"
+    if seconds < 0.001:
+        return f"{seconds * 1e6:.0f}µs"
+    if seconds < 1:
+        return f"{seconds * 1e3:.1f}ms"
+    if seconds < 60:
+        return f"{seconds:.2f}s"
+    minutes, rest = divmod(seconds, 60)
+    return f"{int(minutes)}m{rest:04.1f}s"
+
+
+def format_number(value: float | int | None, digits: int = 0) -> str:
+    """Thousands-separated number; `-` for None."""
+    if value is None:
+        return "-"
+    return f"{value:,.{digits}f}"
+
+
+def format_value(value: Any, limit: int = 60) -> str:
+    """A compact one-line rendering of an attribute value, shortened to `limit` characters."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def utc_clock(epoch_us: int | None, with_ms: bool = True) -> str:
+    """`HH:MM:SS(.mmm)` in UTC for a microsecond epoch timestamp."""
+    if epoch_us is None:
+        return "-"
+    moment = datetime.fromtimestamp(epoch_us / 1e6, tz=timezone.utc)
+    return moment.strftime("%H:%M:%S.%f")[:-3] if with_ms else moment.strftime("%H:%M:%S")

@@ -1,0 +1,183 @@
+"""The data of an analysis report: plain dataclasses, built by `build_report` and rendered elsewhere."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = [
+    "AnswerRow",
+    "ErrorRow",
+    "FlowRow",
+    "OperationRow",
+    "Overview",
+    "PhaseRow",
+    "Report",
+    "RoundRow",
+    "ToolRow",
+    "UsageRow",
+    "VoteRow",
+]
+
+
+@dataclass
+class Overview:
+    """Session-level facts: when, how long, who took part, and the totals."""
+
+    trace_id: str
+    root_name: str
+    service_name: str | None
+    task: str | None
+    start_us: int
+    end_us: int
+    duration: float
+    agents: list[str]
+    winner: str | None
+    answers: int
+    votes: int
+    spans: int
+    errors: int
+    input_tokens: float | None = None
+    output_tokens: float | None = None
+    total_cost: float | None = None
+    final_answer: bool = False
+    config_hash: str | None = None
+
+
+@dataclass
+class PhaseRow:
+    """Agent time spent in one phase (initial_answer, voting, presentation, ...)."""
+
+    phase: str
+    count: int
+    avg: float
+    max: float
+    total: float
+    percent: float
+
+
+@dataclass
+class RoundRow:
+    """One agent round or presentation with its tool wall time and non-tool time (seconds)."""
+
+    agent: str | None
+    segment: int
+    round: int | None
+    round_type: str
+    outcome: str | None
+    start_us: int
+    end_us: int
+    duration: float
+    tool_wall: float
+    non_tool: float
+    tool_spans: int
+    tool_errors: int
+
+
+@dataclass
+class FlowRow:
+    """A coordination record (event, answer, vote, winner, final answer) in time order."""
+
+    offset: float
+    name: str
+    agent: str | None
+    detail: str
+
+
+@dataclass
+class AnswerRow:
+    """An answer an agent submitted."""
+
+    label: str | None
+    agent: str | None
+    offset: float
+
+
+@dataclass
+class VoteRow:
+    """A vote an agent cast, with the reason it gave."""
+
+    voter: str | None
+    voted_for: str | None
+    label: str | None
+    reason: str | None
+    offset: float
+
+
+@dataclass
+class OperationRow:
+    """A slow span inside the session (rounds and the root excluded)."""
+
+    name: str
+    agent: str | None
+    duration: float
+    offset: float
+    percent: float
+
+
+@dataclass
+class ToolRow:
+    """Calls of one tool span name."""
+
+    name: str
+    calls: int
+    errors: int
+    total: float
+    avg: float
+    max: float
+
+
+@dataclass
+class ErrorRow:
+    """A span that failed, recorded an exception, ended with outcome error or was interrupted."""
+
+    name: str
+    agent: str | None
+    kind: str
+    type: str | None
+    message: str | None
+    offset: float
+
+
+@dataclass
+class UsageRow:
+    """Tokens and cost of one agent; `cache_hit_rate` is cached input over input, in percent."""
+
+    agent: str | None
+    spans: int
+    time: float
+    input: float | None
+    output: float | None
+    reasoning: float | None
+    cached: float | None
+    cost: float | None
+    cache_hit_rate: float | None
+
+
+@dataclass
+class Report:
+    """Everything `analyze` reports about one trace.
+
+    Tables list at most `max_rows` rows (see `build_report`); `totals` maps each listed section
+    (`rounds`, `flow`, `answers`, `votes`, `tools`, `errors`) to its full row count.
+    """
+
+    overview: Overview
+    phases: list[PhaseRow] = field(default_factory=list)
+    rounds: list[RoundRow] = field(default_factory=list)
+    flow: list[FlowRow] = field(default_factory=list)
+    answers: list[AnswerRow] = field(default_factory=list)
+    votes: list[VoteRow] = field(default_factory=list)
+    slowest: list[OperationRow] = field(default_factory=list)
+    tools: list[ToolRow] = field(default_factory=list)
+    errors: list[ErrorRow] = field(default_factory=list)
+    usage: list[UsageRow] = field(default_factory=list)
+    usage_source: str | None = None
+    config: Any = None
+    totals: dict[str, int] = field(default_factory=dict)
+    generated_at: float = field(default_factory=time.time)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready data."""
+        return asdict(self)

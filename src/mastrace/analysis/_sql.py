@@ -1,0 +1,357 @@
+"""The set-based SQL behind `analyze`: one scan of the store, then queries on a small temp table.
+
+`load_trace_sql` copies one trace out of `records` into the temp table `mt_spans` (the one scan
+of the store), extracting the attributes the report needs into columns (the JSON is parsed once,
+and only where it is read).
+`OWNER_SQL` maps every span under an agent round (or presentation) to that round. The other
+queries read only these two tables, so their cost does not depend on the size of the store.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Final
+
+from ._kinds import AGENT_SPAN_SQL, RECORD_SPAN_SQL, TOOL_SPAN_SQL
+
+__all__ = [
+    "ANSWERS_SQL",
+    "ERRORS_SQL",
+    "FLOW_SQL",
+    "LLM_USAGE_SQL",
+    "ORPHAN_ROOT_SQL",
+    "OWNER_SQL",
+    "PHASES_SQL",
+    "ROOT_SQL",
+    "ROUNDS_SQL",
+    "ROUND_USAGE_SQL",
+    "SESSION_SQL",
+    "SLOWEST_SQL",
+    "TOOLS_SQL",
+    "TOTALS_SQL",
+    "VOTES_SQL",
+    "load_trace_sql",
+]
+
+# Extracted attribute columns: column name -> attribute key.
+ATTRIBUTE_COLUMNS: Final[dict[str, str]] = {
+    "agent_attr": "massgen.agent_id",
+    "gen_ai_agent": "gen_ai.agent.id",
+    "round_no": "massgen.round",
+    "round_type": "massgen.round_type",
+    "outcome": "massgen.outcome",
+    "answer_label": "massgen.answer_label",
+    "voted_for": "massgen.voted_for",
+    "voted_for_label": "massgen.voted_for_label",
+    "is_winner": "massgen.is_winner",
+    "error_message": "massgen.error_message",
+    "interrupted": "mastrace.interrupted",
+    "m_in": "massgen.usage.input",
+    "m_out": "massgen.usage.output",
+    "m_reason": "massgen.usage.reasoning",
+    "m_cached": "massgen.usage.cached_input",
+    "m_cost": "massgen.usage.cost",
+}
+# Read from coordination records only for the rows a table lists (see `_records`).
+RECORD_KEYS: Final = (
+    "massgen.agent_id",
+    "massgen.answer_label",
+    "massgen.voted_for",
+    "massgen.voted_for_label",
+    "massgen.vote_reason",
+    "massgen.winner",
+)
+# Read from the root span only.
+SESSION_KEYS: Final = (
+    "mastrace.config",
+    "mastrace.config.hash",
+    "massgen.task",
+    "massgen.agent_ids",
+    "massgen.winner",
+)
+_NUMERIC = {"m_in", "m_out", "m_reason", "m_cached", "m_cost"}
+_AGENT_FROM_NAME = r"regexp_extract(span_name, '^agent\.(.+)\.(round_[0-9]+|presentation)$', 1)"
+# LLM attributes, read only when round spans carry no usage (see LLM_USAGE_SQL).
+_LLM_KEYS = (
+    "massgen.agent_id",
+    "gen_ai.agent.id",
+    "massgen.usage.input",
+    "gen_ai.usage.input_tokens",
+    "massgen.usage.output",
+    "gen_ai.usage.output_tokens",
+    "massgen.usage.reasoning",
+    "gen_ai.usage.reasoning.output_tokens",
+    "massgen.usage.cached_input",
+    "gen_ai.usage.cache_read.input_tokens",
+    "massgen.usage.cost",
+)
+
+
+def _paths(keys: tuple[str, ...] | list[str]) -> str:
+    return "[" + ", ".join(f"'$.\"{key}\"'" for key in keys) + "]"
+
+
+def _attribute_type(column: str) -> str:
+    if column in _NUMERIC:
+        return "DOUBLE"
+    return "BIGINT" if column == "round_no" else "VARCHAR"
+
+
+def _attribute_spec() -> str:
+    # json_transform reads every key in one pass and yields NULL (not an error) for a mistyped value.
+    spec = {key: _attribute_type(column) for column, key in ATTRIBUTE_COLUMNS.items()}
+    return "'" + json.dumps(spec).replace("'", "''") + "'"
+
+
+def _attribute_selects() -> str:
+    return ",\n       ".join(f'a."{key}" AS {column}' for column, key in ATTRIBUTE_COLUMNS.items())
+
+
+def _hex_id(column: str) -> str:
+    # Span ids as integers: joins and the recursive walk are several times faster than on strings.
+    return f"TRY_CAST('0x' || {column} AS UBIGINT)"
+
+
+def load_trace_sql() -> str:
+    """`CREATE TEMP TABLE mt_spans` for the trace given as the single `?` parameter.
+
+    This is the one scan of the store; every other query reads temp tables. It adds span
+    categories, integer ids and attribute columns. Attributes are parsed only where they are read:
+    here for rounds, failed spans, the root and interrupted spans; coordination records later, for
+    the rows a table shows. Tool and LLM spans (most of a large trace) keep no attributes unless
+    they failed. (A tool call cut short by shutdown is reported through its interrupted round.)
+    """
+    error = "(otel_status_code = 'ERROR' OR is_exception OR level >= 17)"
+    bulk = f"({TOOL_SPAN_SQL} OR span_name LIKE 'llm.%')"
+    return f"""
+CREATE OR REPLACE TEMP TABLE mt_spans AS
+WITH raw AS (
+    SELECT span_id, parent_span_id, span_name, span_type, level, service_name,
+           epoch_us(start_timestamp) AS start_us, epoch_us(end_timestamp) AS end_us, duration,
+           is_exception, exception_type, exception_message, otel_status_code, otel_status_message,
+           CASE WHEN NOT {bulk} OR {error} THEN attributes END AS attributes
+    FROM records WHERE trace_id = ?
+), base AS (
+    SELECT *,
+           {AGENT_SPAN_SQL} AS is_agent,
+           {TOOL_SPAN_SQL} AS is_tool,
+           span_name LIKE 'llm.%' AS is_llm,
+           {RECORD_SPAN_SQL} AS is_record,
+           {error} AS is_error,
+           {_hex_id("span_id")} AS sid, {_hex_id("parent_span_id")} AS pid,
+           CASE WHEN {AGENT_SPAN_SQL} OR {error} OR parent_span_id IS NULL
+                     OR contains(CAST(attributes AS VARCHAR), 'mastrace.interrupted')
+                THEN json_transform(attributes, {_attribute_spec()}) END AS a
+    FROM raw
+)
+SELECT * EXCLUDE (a, span_id, parent_span_id),
+       {_attribute_selects()},
+       coalesce(a."massgen.agent_id", a."gen_ai.agent.id",
+                CASE WHEN is_agent THEN nullif({_AGENT_FROM_NAME}, '') END) AS agent_id
+FROM base
+"""
+
+
+def _records(where: str) -> str:
+    """The first `?` coordination records matching `where`, in time order, with their attributes."""
+    fields = ", ".join(f'r."{key}" AS "{key}"' for key in RECORD_KEYS)
+    spec = "'" + json.dumps(dict.fromkeys(RECORD_KEYS, "VARCHAR")) + "'"
+    return f"""
+SELECT start_us, sid, span_name, {fields}
+FROM (
+    SELECT *, json_transform(attributes, {spec}) AS r
+    FROM (SELECT start_us, sid, span_name, attributes FROM mt_spans
+          WHERE is_record AND {where} ORDER BY start_us, sid LIMIT ?)
+)
+ORDER BY start_us, sid
+"""
+
+
+SESSION_SQL: Final = f"""
+SELECT json_extract_string(attributes, {_paths(list(SESSION_KEYS))}) AS a
+FROM mt_spans WHERE sid = ? LIMIT 1
+"""
+
+
+# Every span under an agent round (or presentation), with that round's id, agent and bounds, and
+# what the tool wall time needs of the span itself (so that query reads this table alone).
+OWNER_SQL: Final = """
+CREATE OR REPLACE TEMP TABLE mt_owner AS
+WITH RECURSIVE walk(sid, owner, owner_agent, owner_start, owner_end,
+                    is_tool, start_us, end_us, is_error, depth) AS (
+    SELECT sid, sid, agent_id, start_us, end_us, false, start_us, end_us, is_error, 0
+    FROM mt_spans WHERE is_agent
+    UNION ALL
+    SELECT c.sid, w.owner, w.owner_agent, w.owner_start, w.owner_end, c.is_tool, c.start_us, c.end_us,
+           c.is_error, w.depth + 1
+    FROM mt_spans c JOIN walk w ON c.pid = w.sid
+    WHERE NOT c.is_agent AND w.depth < 256
+)
+SELECT * EXCLUDE (depth) FROM walk
+"""
+
+# The root: the coordination session if there is one, else the earliest span without a parent.
+ROOT_SQL: Final = """
+SELECT sid, span_name, service_name, start_us, end_us, duration
+FROM mt_spans WHERE pid IS NULL
+ORDER BY (span_name = 'coordination.session') DESC, start_us, sid
+LIMIT 1
+"""
+
+# When the root was not stored (its parent lives in another process's trace): the earliest orphan.
+ORPHAN_ROOT_SQL: Final = """
+SELECT sid, span_name, service_name, start_us, end_us, duration
+FROM mt_spans s WHERE NOT EXISTS (SELECT 1 FROM mt_spans p WHERE p.sid = s.pid)
+ORDER BY start_us, sid
+LIMIT 1
+"""
+
+# Three aggregates, each over only the rows it needs (most rows of a large trace are tool spans).
+TOTALS_SQL: Final = """
+SELECT * FROM (
+    SELECT min(start_us) AS start_us, max(end_us) AS end_us, count(*) AS spans,
+           count(*) FILTER (WHERE is_error) AS errors,
+           count(*) FILTER (WHERE is_error OR outcome = 'error' OR lower(interrupted) = 'true') AS issues
+    FROM mt_spans
+), (
+    SELECT count(DISTINCT span_name) AS tool_names FROM mt_spans WHERE is_tool
+), (
+    SELECT count(*) FILTER (WHERE is_agent) AS rounds,
+           count(*) FILTER (WHERE is_record) AS records,
+           count(*) FILTER (WHERE is_record AND span_name LIKE 'Agent answer:%') AS answers,
+           count(*) FILTER (WHERE is_record AND span_name LIKE 'Agent vote:%') AS votes,
+           list(DISTINCT agent_id ORDER BY agent_id) FILTER (WHERE is_agent AND agent_id IS NOT NULL)
+               AS agents,
+           any_value(agent_id) FILTER (WHERE is_agent AND lower(is_winner) = 'true') AS winner_presenter,
+           any_value(regexp_extract(span_name, '^Final answer from (.+)$', 1))
+               FILTER (WHERE is_record AND span_name LIKE 'Final answer from %') AS winner_final
+    FROM mt_spans WHERE is_record OR is_agent
+), (
+    SELECT any_value(json_extract_string(attributes, '$."massgen.winner"')) AS winner_event,
+           any_value(json_extract_string(attributes, '$."massgen.agent_id"')) AS winner_event_agent
+    FROM mt_spans WHERE is_record AND span_name LIKE 'Winner selected:%'
+)
+"""
+
+_PHASE = """CASE WHEN round_type IS NOT NULL THEN round_type
+            WHEN span_name LIKE 'agent.%.presentation' THEN 'presentation'
+            WHEN span_name LIKE 'agent.%.round_0' THEN 'initial_answer'
+            ELSE 'voting' END"""
+
+PHASES_SQL: Final = f"""
+SELECT {_PHASE} AS phase, count(*) AS count, avg(duration) AS avg, max(duration) AS max,
+       sum(duration) AS total, min(start_us) AS first_start
+FROM mt_spans WHERE is_agent
+GROUP BY 1
+"""
+
+# Tool wall time per round: the union of its tool spans' intervals, clipped to the round. With the
+# intervals sorted by start, each adds only the part that ends after every earlier one has ended.
+ROUNDS_SQL: Final = f"""
+WITH tools AS (
+    SELECT owner, greatest(start_us, owner_start) AS s, least(end_us, owner_end) AS e, is_error
+    FROM mt_owner WHERE is_tool
+), reach AS (
+    SELECT owner, s, e,
+           max(e) OVER (PARTITION BY owner ORDER BY s, e ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+               AS reached
+    FROM tools WHERE e > s
+), wall AS (
+    SELECT owner, sum(greatest(0, e - greatest(s, coalesce(reached, s)))) AS wall_us
+    FROM reach GROUP BY owner
+), calls AS (
+    SELECT owner, count(*) AS tool_spans, count(*) FILTER (WHERE is_error) AS tool_errors
+    FROM tools GROUP BY owner
+)
+SELECT r.agent_id AS agent,
+       row_number() OVER (PARTITION BY r.agent_id ORDER BY r.start_us, r.sid) AS segment,
+       r.round_no AS round, {_PHASE} AS round_type, r.outcome,
+       r.start_us, r.end_us, r.duration,
+       coalesce(w.wall_us, 0) / 1e6 AS tool_wall,
+       coalesce(c.tool_spans, 0) AS tool_spans, coalesce(c.tool_errors, 0) AS tool_errors
+FROM mt_spans r
+LEFT JOIN wall w ON w.owner = r.sid
+LEFT JOIN calls c ON c.owner = r.sid
+WHERE r.is_agent
+ORDER BY r.agent_id, r.start_us, r.sid
+LIMIT ?
+"""
+
+FLOW_SQL: Final = f"""
+SELECT start_us, span_name AS name, "massgen.agent_id" AS agent, "massgen.answer_label" AS answer_label,
+       "massgen.voted_for" AS voted_for, "massgen.voted_for_label" AS voted_for_label,
+       "massgen.vote_reason" AS vote_reason, "massgen.winner" AS winner
+FROM ({_records("true")})
+ORDER BY start_us, sid
+"""
+
+ANSWERS_SQL: Final = f"""
+SELECT coalesce("massgen.answer_label", regexp_extract(span_name, '^Agent answer: (.+)$', 1)) AS label,
+       "massgen.agent_id" AS agent, start_us
+FROM ({_records("span_name LIKE 'Agent answer:%'")})
+ORDER BY start_us, sid
+"""
+
+VOTES_SQL: Final = f"""
+SELECT coalesce("massgen.agent_id", regexp_extract(span_name, '^Agent vote: (.+) -> ', 1)) AS voter,
+       coalesce("massgen.voted_for", regexp_extract(span_name, ' -> (.+)$', 1)) AS voted_for,
+       "massgen.voted_for_label" AS label, "massgen.vote_reason" AS reason, start_us
+FROM ({_records("span_name LIKE 'Agent vote:%'")})
+ORDER BY start_us, sid
+"""
+
+SLOWEST_SQL: Final = """
+WITH top AS (
+    SELECT sid, span_name, agent_id, duration, start_us FROM mt_spans
+    WHERE NOT is_agent AND sid <> ? AND duration > 0
+    ORDER BY duration DESC, start_us LIMIT ?
+)
+SELECT top.span_name AS name, coalesce(top.agent_id, o.owner_agent) AS agent, top.duration, top.start_us
+FROM top LEFT JOIN mt_owner o ON o.sid = top.sid
+ORDER BY top.duration DESC, top.start_us
+"""
+
+TOOLS_SQL: Final = """
+SELECT span_name AS name, count(*) AS calls, count(*) FILTER (WHERE is_error) AS errors,
+       sum(duration) AS total, avg(duration) AS avg, max(duration) AS max
+FROM mt_spans WHERE is_tool
+GROUP BY span_name
+ORDER BY total DESC, name
+LIMIT ?
+"""
+
+ERRORS_SQL: Final = """
+SELECT s.span_name AS name, coalesce(s.agent_id, o.owner_agent) AS agent, s.is_exception,
+       s.exception_type, coalesce(s.exception_message, s.otel_status_message, s.error_message) AS message,
+       s.otel_status_code = 'ERROR' AS error_status, s.outcome = 'error' AS error_outcome,
+       lower(s.interrupted) = 'true' AS interrupted, s.is_tool, s.is_agent, s.start_us
+FROM mt_spans s LEFT JOIN mt_owner o ON o.sid = s.sid
+WHERE s.is_error OR s.outcome = 'error' OR lower(s.interrupted) = 'true'
+ORDER BY s.start_us, s.sid
+LIMIT ?
+"""
+
+_USAGE_COLUMNS = """
+       sum({p}in) AS input, sum({p}out) AS output, sum({p}reason) AS reasoning,
+       sum({p}cached) AS cached, sum(m_cost) AS cost"""
+
+ROUND_USAGE_SQL: Final = f"""
+SELECT agent_id AS agent, count(*) AS spans, sum(duration) AS time,{_USAGE_COLUMNS.format(p="m_")}
+FROM mt_spans WHERE is_agent
+GROUP BY agent_id ORDER BY agent_id
+"""
+
+LLM_USAGE_SQL: Final = f"""
+WITH llm AS (
+    SELECT {_hex_id("span_id")} AS sid, duration, json_extract_string(attributes, {_paths(_LLM_KEYS)}) AS a
+    FROM records WHERE trace_id = ? AND span_name LIKE 'llm.%'
+)
+SELECT coalesce(l.a[1], l.a[2], o.owner_agent) AS agent, count(*) AS spans, sum(l.duration) AS time,
+       sum(TRY_CAST(coalesce(l.a[3], l.a[4]) AS DOUBLE)) AS input,
+       sum(TRY_CAST(coalesce(l.a[5], l.a[6]) AS DOUBLE)) AS output,
+       sum(TRY_CAST(coalesce(l.a[7], l.a[8]) AS DOUBLE)) AS reasoning,
+       sum(TRY_CAST(coalesce(l.a[9], l.a[10]) AS DOUBLE)) AS cached,
+       sum(TRY_CAST(l.a[11] AS DOUBLE)) AS cost
+FROM llm l LEFT JOIN mt_owner o ON o.sid = l.sid
+GROUP BY 1 ORDER BY 1
+"""

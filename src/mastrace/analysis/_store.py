@@ -1,0 +1,330 @@
+"""Read runs and spans out of the local store for the analysis and the CLI.
+
+Every query here goes through the store's `records` view, so the same code would run on any
+table with Logfire's columns. Queries are set-based: each one scans the store once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import duckdb
+
+from ..exceptions import StoreError
+from ..store import connect, default_store_path, segment_files
+from ._kinds import AGENT_SPAN_SQL
+
+__all__ = ["RunRef", "RunSummary", "SpanRow", "TraceStore"]
+
+_HEX = re.compile(r"^[0-9a-f]+$")
+_MIN_PREFIX = 4
+_ALIASES = {"latest": 0, "last": 0, "previous": 1, "prev": 1}
+
+# One light scan: which traces exist, when they started, and whether they are coordination sessions.
+_INDEX_SQL = """
+SELECT trace_id,
+       epoch_us(min(start_timestamp)) AS start_us,
+       bool_or(span_name = 'coordination.session' AND parent_span_id IS NULL) AS is_session
+FROM records
+GROUP BY trace_id
+"""
+
+# The common case of `latest`/`previous`: only session roots are grouped, so the scan stays light.
+_SESSIONS_SQL = """
+SELECT trace_id, epoch_us(min(start_timestamp)) AS start_us
+FROM records
+WHERE span_name = 'coordination.session' AND parent_span_id IS NULL
+GROUP BY trace_id
+ORDER BY start_us DESC
+LIMIT ?
+"""
+
+_ROOT_KEY = (
+    "[CASE WHEN span_name = 'coordination.session' AND parent_span_id IS NULL THEN 0 "
+    "WHEN parent_span_id IS NULL THEN 1 ELSE 2 END, epoch_us(start_timestamp)]"
+)
+
+
+def _usage_sum(massgen_key: str, gen_ai_key: str) -> str:
+    # Round spans carry their own usage; LLM spans are the fallback when no round span has any.
+    return (
+        f"coalesce(sum(TRY_CAST(attributes->>'{massgen_key}' AS DOUBLE)) FILTER (WHERE {AGENT_SPAN_SQL}), "
+        f"sum(TRY_CAST(attributes->>'{gen_ai_key}' AS DOUBLE)) FILTER (WHERE span_name LIKE 'llm.%'))"
+    )
+
+
+_RUNS_SQL = f"""
+SELECT trace_id,
+       arg_min(span_name, {_ROOT_KEY}) AS name,
+       arg_min(service_name, {_ROOT_KEY}) AS service_name,
+       epoch_us(min(start_timestamp)) AS start_us,
+       coalesce(arg_min(duration, {_ROOT_KEY}) FILTER (WHERE parent_span_id IS NULL),
+                (epoch_us(max(end_timestamp)) - epoch_us(min(start_timestamp))) / 1e6) AS duration,
+       count(*) AS spans,
+       count(*) FILTER (WHERE otel_status_code = 'ERROR' OR is_exception) AS errors,
+       {_usage_sum("massgen.usage.input", "gen_ai.usage.input_tokens")} AS input_tokens,
+       {_usage_sum("massgen.usage.output", "gen_ai.usage.output_tokens")} AS output_tokens,
+       sum(TRY_CAST(attributes->>'massgen.usage.cost' AS DOUBLE)) FILTER (WHERE {AGENT_SPAN_SQL}) AS cost
+FROM records
+GROUP BY trace_id
+ORDER BY start_us DESC
+"""
+
+_SPANS_SQL = """
+SELECT trace_id, span_id, parent_span_id, span_name, message, span_type, level,
+       epoch_us(start_timestamp) AS start_us, epoch_us(end_timestamp) AS end_us, duration,
+       CAST(attributes AS VARCHAR) AS attributes, CAST(otel_events AS VARCHAR) AS otel_events,
+       CAST(otel_links AS VARCHAR) AS otel_links, is_exception, exception_type, exception_message,
+       exception_stacktrace, otel_status_code, otel_status_message, otel_kind, otel_scope_name,
+       otel_scope_version, service_name, CAST(otel_resource_attributes AS VARCHAR) AS resource
+FROM records
+WHERE trace_id = ?
+ORDER BY start_timestamp, span_id
+"""
+
+
+@dataclass(frozen=True)
+class RunRef:
+    """A trace in the store: its id, when it started and whether it is a coordination session."""
+
+    trace_id: str
+    start_us: int
+    is_session: bool
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One row of `mastrace runs`: a trace with its root span and totals."""
+
+    trace_id: str
+    name: str
+    service_name: str | None
+    start_us: int
+    duration: float
+    spans: int
+    errors: int
+    input_tokens: float | None
+    output_tokens: float | None
+    cost: float | None
+
+
+@dataclass
+class SpanRow:
+    """One span of a trace, with JSON columns decoded."""
+
+    trace_id: str
+    span_id: str
+    parent_span_id: str | None
+    name: str
+    start_us: int
+    end_us: int
+    duration: float
+    span_type: str = "span"
+    level: int = 9
+    message: str | None = None
+    attributes: dict[str, Any] = field(default_factory=dict)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    links: list[dict[str, Any]] = field(default_factory=list)
+    is_exception: bool = False
+    exception_type: str | None = None
+    exception_message: str | None = None
+    exception_stacktrace: str | None = None
+    otel_status_code: str = "UNSET"
+    otel_status_message: str | None = None
+    otel_kind: str = "internal"
+    scope_name: str | None = None
+    scope_version: str | None = None
+    service_name: str | None = None
+    resource: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_error(self) -> bool:
+        """Whether the span ended in error (error status, exception, or error level)."""
+        return self.otel_status_code == "ERROR" or self.is_exception or self.level >= 17
+
+
+def _loads(text: str | None, default: Any) -> Any:
+    if not text:
+        return default
+    try:
+        return json.loads(text)
+    except ValueError:
+        return default
+
+
+def _span_row(row: dict[str, Any]) -> SpanRow:
+    return SpanRow(
+        trace_id=row["trace_id"],
+        span_id=row["span_id"],
+        parent_span_id=row["parent_span_id"],
+        name=row["span_name"] or "",
+        start_us=int(row["start_us"]),
+        end_us=int(row["end_us"]),
+        duration=float(row["duration"] or 0.0),
+        span_type=row["span_type"] or "span",
+        level=int(row["level"] or 9),
+        message=row["message"],
+        attributes=_loads(row["attributes"], {}),
+        events=_loads(row["otel_events"], []),
+        links=_loads(row["otel_links"], []),
+        is_exception=bool(row["is_exception"]),
+        exception_type=row["exception_type"],
+        exception_message=row["exception_message"],
+        exception_stacktrace=row["exception_stacktrace"],
+        otel_status_code=row["otel_status_code"] or "UNSET",
+        otel_status_message=row["otel_status_message"],
+        otel_kind=row["otel_kind"] or "internal",
+        scope_name=row["otel_scope_name"],
+        scope_version=row["otel_scope_version"],
+        service_name=row["service_name"],
+        resource=_loads(row["resource"], {}),
+    )
+
+
+class TraceStore:
+    """A read-only view of a local store for the analysis functions.
+
+    Args:
+        path: The store folder; default `$MASTRACE_DIR` or `./.mastrace`.
+
+    Example:
+        ```python
+        with TraceStore(".mastrace") as store:
+            trace_id = store.resolve("latest")
+            spans = store.spans(trace_id)
+        ```
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+        self.path = Path(path).expanduser().absolute() if path is not None else default_store_path()
+        self.con = connect(self.path)
+
+    def __enter__(self) -> TraceStore:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the DuckDB connection."""
+        self.con.close()
+
+    # -- plain SQL ---------------------------------------------------------------------------------
+    def rows(self, sql: str, params: Sequence[Any] | None = None) -> list[dict[str, Any]]:
+        """Run `sql` and return its rows as dicts; DuckDB errors become `StoreError`."""
+        names, values = self.table(sql, params)
+        return [dict(zip(names, row, strict=True)) for row in values]
+
+    def table(self, sql: str, params: Sequence[Any] | None = None) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """Run `sql` and return its column names and row tuples; DuckDB errors become `StoreError`."""
+        try:
+            cursor = self.con.execute(sql, params) if params is not None else self.con.execute(sql)
+            names = [d[0] for d in cursor.description or ()]
+            return names, cursor.fetchall()
+        except duckdb.Error as exc:
+            raise StoreError(f"query failed: {exc}") from exc
+
+    def execute(self, sql: str, params: Sequence[Any] | None = None) -> None:
+        """Run a statement that returns nothing (e.g. `CREATE TEMP TABLE`)."""
+        try:
+            self.con.execute(sql, params) if params is not None else self.con.execute(sql)
+        except duckdb.Error as exc:
+            raise StoreError(f"query failed: {exc}") from exc
+
+    # -- runs and trace references -----------------------------------------------------------------
+    def ensure_not_empty(self) -> None:
+        """Raise `StoreError` with a helpful message when the store has no spans."""
+        if not self.path.exists():
+            raise StoreError(f"no local store at {self.path} (pass --store DIR or set MASTRACE_DIR)")
+        if not segment_files(self.path) or not self.rows("SELECT 1 AS one FROM records LIMIT 1"):
+            raise StoreError(f"the local store at {self.path} has no spans yet")
+
+    def index(self) -> list[RunRef]:
+        """Every trace, newest first; coordination sessions before other traces."""
+        refs = [
+            RunRef(r["trace_id"], int(r["start_us"]), bool(r["is_session"])) for r in self.rows(_INDEX_SQL)
+        ]
+        refs.sort(key=lambda r: (r.is_session, r.start_us), reverse=True)
+        return refs
+
+    def runs(self, limit: int | None = None) -> list[RunSummary]:
+        """One summary per trace, newest first."""
+        sql = _RUNS_SQL + (f"LIMIT {int(limit)}\n" if limit else "")
+        found = [RunSummary(**row) for row in self.rows(sql)]
+        if not found:
+            self.ensure_not_empty()
+        return found
+
+    def resolve(self, ref: str | None) -> str:
+        """Turn `latest`, `previous`, a full trace id or a unique prefix into a trace id.
+
+        `latest` and `previous` count coordination sessions when the store has any, else all traces.
+
+        Raises:
+            StoreError: The store is empty, or no (or more than one) trace matches.
+        """
+        text = (ref or "latest").strip().lower()
+        if text in _ALIASES:
+            return self._by_position(_ALIASES[text], text)
+        if not _HEX.match(text):
+            raise StoreError(
+                f"{ref!r} is not a trace id: use a hex trace id, a prefix of one, 'latest' or 'previous'"
+            )
+        if len(text) == 32:
+            return text
+        if len(text) < _MIN_PREFIX:
+            raise StoreError(f"trace id prefix {ref!r} is too short: give at least {_MIN_PREFIX} characters")
+        found = [
+            r["trace_id"]
+            for r in self.rows(
+                "SELECT DISTINCT trace_id FROM records WHERE starts_with(trace_id, ?) LIMIT 3", [text]
+            )
+        ]
+        if len(found) == 1:
+            return str(found[0])
+        if not found:
+            self.ensure_not_empty()
+            raise StoreError(f"no trace matching {ref!r} in the store at {self.path} (see `mastrace runs`)")
+        raise StoreError(f"trace id prefix {ref!r} is ambiguous: {', '.join(found[:2])}, …")
+
+    def _by_position(self, position: int, alias: str) -> str:
+        sessions = [
+            RunRef(r["trace_id"], int(r["start_us"]), True) for r in self.rows(_SESSIONS_SQL, [position + 1])
+        ]
+        if len(sessions) > position:
+            return sessions[position].trace_id
+        refs = self.index()
+        if not refs:
+            self.ensure_not_empty()
+        sessions = [r for r in refs if r.is_session] or refs
+        if position >= len(sessions):
+            raise StoreError(f"there is no {alias!r} run: the store at {self.path} has {len(sessions)}")
+        return sessions[position].trace_id
+
+    # -- spans -------------------------------------------------------------------------------------
+    def spans(self, trace_id: str) -> list[SpanRow]:
+        """Every span of `trace_id`, ordered by start time.
+
+        Raises:
+            StoreError: The trace has no spans in the store.
+        """
+        found = [_span_row(row) for row in self.rows(_SPANS_SQL, [trace_id])]
+        if not found:
+            self.require_trace(trace_id, found=False)
+        return found
+
+    def require_trace(self, trace_id: str, *, found: bool) -> None:
+        """Raise the right `StoreError` when `trace_id` had no rows (`found` False)."""
+        if found:
+            return
+        self.ensure_not_empty()
+        raise StoreError(f"no trace {trace_id!r} in the store at {self.path} (see `mastrace runs`)")

@@ -1,0 +1,151 @@
+"""Arrange a trace's spans as a tree and render it as text with box-drawing indentation."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._kinds import format_duration, format_value
+from ._store import SpanRow
+
+__all__ = ["TreeNode", "build_tree", "key_attributes", "render_tree", "walk"]
+
+# (label, attribute keys tried in order) shown after a span's name.
+_KEY_ATTRIBUTES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("task", ("massgen.task",)),
+    ("type", ("massgen.round_type",)),
+    ("outcome", ("massgen.outcome",)),
+    ("answer", ("massgen.answer_label",)),
+    ("voted_for", ("massgen.voted_for",)),
+    ("label", ("massgen.voted_for_label",)),
+    ("winner", ("massgen.winner",)),
+    ("model", ("gen_ai.request.model",)),
+    ("in", ("massgen.usage.input", "gen_ai.usage.input_tokens")),
+    ("out", ("massgen.usage.output", "gen_ai.usage.output_tokens")),
+    ("cached", ("massgen.usage.cached_input", "gen_ai.usage.cache_read.input_tokens")),
+    ("cost", ("massgen.usage.cost",)),
+    ("ttfc", ("mastrace.stream.time_to_first_chunk_s",)),
+    ("interrupted", ("mastrace.interrupted",)),
+)
+
+
+@dataclass
+class TreeNode:
+    """A span with its depth and its children, ordered by start time."""
+
+    span: SpanRow
+    depth: int = 0
+    children: list[TreeNode] = field(default_factory=list)
+
+
+def build_tree(spans: Sequence[SpanRow]) -> list[TreeNode]:
+    """The root nodes of `spans`; a span whose parent is not in `spans` is a root too."""
+    nodes = {s.span_id: TreeNode(s) for s in spans}
+    roots: list[TreeNode] = []
+    for span in spans:
+        node = nodes[span.span_id]
+        parent = nodes.get(span.parent_span_id) if span.parent_span_id else None
+        if parent is None or parent is node:
+            roots.append(node)
+        else:
+            parent.children.append(node)
+    order = _order_key
+    for node in nodes.values():
+        node.children.sort(key=order)
+    roots.sort(key=order)
+    for root in roots:
+        for node in walk([root]):
+            for child in node.children:
+                child.depth = node.depth + 1
+    return roots
+
+
+def _order_key(node: TreeNode) -> tuple[int, int, str]:
+    return (node.span.start_us, node.span.end_us, node.span.span_id)
+
+
+def walk(roots: Sequence[TreeNode]) -> Iterator[TreeNode]:
+    """Depth-first, pre-order traversal (iterative: deep traces do not hit the recursion limit)."""
+    stack = list(reversed(roots))
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(reversed(node.children))
+
+
+def _shown(label: str, value: Any) -> str:
+    if label == "cost" and isinstance(value, (int, float)):
+        return f"cost=${value:.4f}"
+    if label == "ttfc" and isinstance(value, (int, float)):
+        return f"ttfc={format_duration(float(value))}"
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return f"{label}={format_value(value, 40)}"
+
+
+def key_attributes(span: SpanRow) -> list[str]:
+    """The few attributes worth showing next to a span in a tree, as `label=value` strings."""
+    attrs = span.attributes
+    out = []
+    for label, keys in _KEY_ATTRIBUTES:
+        for key in keys:
+            value = attrs.get(key)
+            if value is not None and value != "":
+                out.append(_shown(label, value))
+                break
+    if attrs.get("massgen.is_winner") is True:
+        out.append("winner")
+    return out
+
+
+def _error_text(span: SpanRow) -> str:
+    if span.exception_type:
+        message = f": {span.exception_message}" if span.exception_message else ""
+        return format_value(f"{span.exception_type}{message}", 80)
+    return format_value(
+        span.otel_status_message or span.attributes.get("massgen.error_message") or "error", 80
+    )
+
+
+def _line(node: TreeNode, origin_us: int) -> str:
+    span = node.span
+    mark = "✗ " if span.is_error else ""
+    timing = f"+{format_duration((span.start_us - origin_us) / 1e6)}"
+    if span.span_type == "log" or span.end_us == span.start_us:
+        parts = [f"{mark}{span.name}", f"• {timing}"]
+    else:
+        parts = [f"{mark}{span.name}", format_duration(span.duration), f"({timing})"]
+    parts += key_attributes(span)
+    if span.is_error:
+        parts.append(f"✗ {_error_text(span)}")
+    return "  ".join(parts)
+
+
+def render_tree(spans: Sequence[SpanRow], *, max_spans: int | None = None) -> str:
+    """The trace as text: one line per span with duration, start offset and key attributes.
+
+    Args:
+        spans: The spans of one trace.
+        max_spans: Show at most this many lines (depth-first order); a note says how many were left out.
+    """
+    roots = build_tree(spans)
+    if not roots:
+        return ""
+    origin = min(s.start_us for s in spans)
+    lines: list[str] = []
+    # Each stack entry: node, the indentation before its branch, whether it is the last sibling, is root.
+    stack: list[tuple[TreeNode, str, bool, bool]] = [(r, "", True, True) for r in reversed(roots)]
+    shown = 0
+    while stack:
+        node, indent, last, is_root = stack.pop()
+        if max_spans is not None and shown >= max_spans:
+            lines.append(f"… {len(spans) - shown} more span(s) not shown (raise --max-spans)")
+            break
+        branch = "" if is_root else ("└── " if last else "├── ")
+        lines.append(f"{indent}{branch}{_line(node, origin)}")
+        shown += 1
+        child_indent = indent if is_root else indent + ("    " if last else "│   ")
+        for i, child in enumerate(reversed(node.children)):
+            stack.append((child, child_indent, i == 0, False))
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,72 @@
+"""The `runs`, `tree` and `query` subcommands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import datetime, timezone
+from typing import TextIO
+
+from ..analysis import RunSummary, TraceStore, format_duration, render_tree, text_table
+from ._output import format_rows, json_default, progress
+
+__all__ = ["cmd_query", "cmd_runs", "cmd_tree", "open_store"]
+
+
+def open_store(args: argparse.Namespace) -> TraceStore:
+    """The store named by `--store` (default `$MASTRACE_DIR` or `./.mastrace`)."""
+    return TraceStore(args.store)
+
+
+def _started(start_us: int) -> str:
+    return datetime.fromtimestamp(start_us / 1e6, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _tokens(run: RunSummary) -> str:
+    if run.input_tokens is None and run.output_tokens is None:
+        return ""
+    return f"{(run.input_tokens or 0) + (run.output_tokens or 0):,.0f}"
+
+
+def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
+    """List runs (one per trace), newest first."""
+    with open_store(args) as store, progress("reading runs"):
+        runs = store.runs(limit=args.limit)
+    if args.format == "json":
+        out.write(json.dumps([vars(r) for r in runs], indent=2, default=json_default) + "\n")
+        return 0
+    rows = [
+        (
+            r.trace_id,
+            r.name,
+            _started(r.start_us),
+            format_duration(r.duration),
+            r.spans,
+            r.errors or "",
+            _tokens(r),
+            f"${r.cost:.4f}" if r.cost is not None else "",
+        )
+        for r in runs
+    ]
+    headers = ["trace id", "root span", "started (UTC)", "duration", "spans", "errors", "tokens", "cost"]
+    out.write(text_table(headers, rows, align="lllrrrrr"))
+    return 0
+
+
+def cmd_tree(args: argparse.Namespace, out: TextIO) -> int:
+    """Print a trace's span hierarchy."""
+    with open_store(args) as store, progress("reading trace"):
+        trace_id = store.resolve(args.trace)
+        spans = store.spans(trace_id)
+    out.write(f"trace {trace_id}\n")
+    out.write(render_tree(spans, max_spans=args.max_spans or None))
+    return 0
+
+
+def cmd_query(args: argparse.Namespace, out: TextIO) -> int:
+    """Run SQL against the `records` table and print the result."""
+    with open_store(args) as store, progress("running query"):
+        store.ensure_not_empty()
+        names, rows = store.table(args.sql)
+    out.write(format_rows(names, rows, args.format))
+    return 0

@@ -1,0 +1,111 @@
+"""The argument parser of the `mastrace` command."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..analysis._html import DEFAULT_MAX_SPANS
+from ._commands import cmd_query, cmd_runs, cmd_tree
+from ._report_commands import DEFAULT_REPORT, DEFAULT_VIEW, cmd_analyze, cmd_diff, cmd_export, cmd_view
+
+__all__ = ["build_parser"]
+
+_DESCRIPTION = """\
+Inspect the local trace store that mastrace writes (default: $MASTRACE_DIR or ./.mastrace).
+
+TRACE is a trace id, a unique prefix of one (4+ hex characters), 'latest' or 'previous'
+(coordination sessions count first). The SQL table is `records`, with Logfire's columns."""
+
+_EPILOG = """\
+examples:
+  mastrace runs
+  mastrace tree latest
+  mastrace query "SELECT span_name, duration FROM records ORDER BY duration DESC LIMIT 5"
+  mastrace analyze latest -o ANALYSIS_REPORT.md
+  mastrace view latest -o trace.html
+  mastrace diff previous latest
+  mastrace export latest --format jaeger-json -o trace.json"""
+
+
+def _common() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--store", metavar="DIR", default=None, help="store folder (default: $MASTRACE_DIR or ./.mastrace)"
+    )
+    return common
+
+
+def _trace_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "trace",
+        nargs="?",
+        default="latest",
+        metavar="TRACE",
+        help="trace id, unique prefix, 'latest' (default) or 'previous'",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `mastrace` parser with its subcommands; each sets `handler` in the parsed namespace."""
+    common = _common()
+    parser = argparse.ArgumentParser(
+        prog="mastrace",
+        description=_DESCRIPTION,
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    runs = sub.add_parser("runs", parents=[common], help="list runs (traces), newest first")
+    runs.add_argument("--limit", type=int, default=20, help="show at most N runs (0: all; default 20)")
+    runs.add_argument("--format", choices=("table", "json"), default="table")
+    runs.set_defaults(handler=cmd_runs)
+
+    tree = sub.add_parser("tree", parents=[common], help="print a trace's span hierarchy")
+    _trace_arg(tree)
+    tree.add_argument(
+        "--max-spans", type=int, default=2000, help="print at most N spans (0: all; default 2000)"
+    )
+    tree.set_defaults(handler=cmd_tree)
+
+    query = sub.add_parser("query", parents=[common], help="run SQL against the `records` table")
+    query.add_argument("sql", metavar="SQL", help="a DuckDB SQL statement over `records`")
+    query.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    query.set_defaults(handler=cmd_query)
+
+    analyze = sub.add_parser("analyze", parents=[common], help=f"write {DEFAULT_REPORT} for a trace")
+    _trace_arg(analyze)
+    analyze.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help=f"output file, '-' for stdout (default: ./{DEFAULT_REPORT}; stdout for json)",
+    )
+    analyze.add_argument("--format", choices=("markdown", "json"), default="markdown")
+    analyze.set_defaults(handler=cmd_analyze)
+
+    view = sub.add_parser("view", parents=[common], help="write a self-contained HTML waterfall of a trace")
+    _trace_arg(view)
+    view.add_argument("-o", "--output", metavar="FILE", help=f"output file (default: ./{DEFAULT_VIEW})")
+    view.add_argument(
+        "--max-spans",
+        type=int,
+        default=DEFAULT_MAX_SPANS,
+        help=f"draw at most N spans (default {DEFAULT_MAX_SPANS})",
+    )
+    view.set_defaults(handler=cmd_view)
+
+    diff = sub.add_parser(
+        "diff", parents=[common], help="compare two runs' configs, durations, tokens and cost"
+    )
+    diff.add_argument("run_a", metavar="RUN_A", help="trace id, prefix, 'latest' or 'previous'")
+    diff.add_argument("run_b", metavar="RUN_B", help="trace id, prefix, 'latest' or 'previous'")
+    diff.add_argument("--format", choices=("text", "json"), default="text")
+    diff.set_defaults(handler=cmd_diff)
+
+    export = sub.add_parser("export", parents=[common], help="export a trace as OTLP/JSON or Jaeger JSON")
+    _trace_arg(export)
+    export.add_argument("--format", choices=("otlp-json", "jaeger-json"), required=True)
+    export.add_argument("-o", "--output", metavar="FILE", help="output file (default: stdout)")
+    export.set_defaults(handler=cmd_export)
+    return parser

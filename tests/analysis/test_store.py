@@ -1,0 +1,103 @@
+"""`TraceStore`: runs, trace references (latest, previous, prefixes) and clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mastrace.analysis import TraceStore
+from mastrace.exceptions import StoreError
+
+from .conftest import TraceWriter, write_session
+
+
+@pytest.fixture
+def two_runs(writer: TraceWriter, tmp_path: Path) -> tuple[Path, str, str]:
+    """Two sessions a minute apart, plus a stray non-session trace in between."""
+    first = write_session(writer)
+    writer.offset_ms = 30_000
+    writer.span("stray", "background.job", 0, 100)
+    stray = writer.trace_id("stray")
+    writer.offset_ms = 60_000
+    second = write_session(writer)
+    assert len({first, stray, second}) == 3
+    return tmp_path / "store", first, second
+
+
+def test_latest_and_previous_are_sessions(two_runs: tuple[Path, str, str]) -> None:
+    """`latest` and `previous` count coordination sessions, skipping a newer non-session trace."""
+    path, first, second = two_runs
+    with TraceStore(path) as store:
+        assert (store.resolve("latest"), store.resolve("previous"), store.resolve(None)) == (
+            second,
+            first,
+            second,
+        )
+
+
+def test_prefix_resolves_to_the_full_id(two_runs: tuple[Path, str, str]) -> None:
+    """A unique prefix of at least four hex digits resolves to the trace id."""
+    path, first, second = two_runs
+    prefix = next(first[:n] for n in range(4, 33) if not second.startswith(first[:n]))
+    with TraceStore(path) as store:
+        assert store.resolve(prefix.upper()) == first
+
+
+@pytest.mark.parametrize(
+    ("ref", "message"),
+    [
+        ("zzzz", "not a trace id"),
+        ("ab", "too short"),
+        ("abcdef12", "no trace matching"),
+    ],
+)
+def test_bad_references_raise(two_runs: tuple[Path, str, str], ref: str, message: str) -> None:
+    """Malformed, too short and unknown references raise StoreError with a reason."""
+    with TraceStore(two_runs[0]) as store, pytest.raises(StoreError, match=message):
+        store.resolve(ref)
+
+
+def test_runs_summarise_each_trace_newest_first(two_runs: tuple[Path, str, str]) -> None:
+    """`runs()` gives one summary per trace, newest first, with totals from round spans."""
+    path, first, second = two_runs
+    with TraceStore(path) as store:
+        runs = store.runs()
+    assert [r.trace_id for r in runs][::2] == [second, first]
+    assert [r.name for r in runs] == ["coordination.session", "background.job", "coordination.session"]
+    newest = runs[0]
+    assert (newest.spans, newest.errors, newest.input_tokens, newest.output_tokens) == (25, 1, 2300, 780)
+    assert newest.duration == pytest.approx(10.0)
+    assert newest.cost == pytest.approx(0.024)
+
+
+def test_spans_decode_json_columns(two_runs: tuple[Path, str, str]) -> None:
+    """`spans()` returns rows with attributes, links and events decoded."""
+    path, _, second = two_runs
+    with TraceStore(path) as store:
+        rows = store.spans(second)
+    spans = {s.name: s for s in rows}
+    vote = spans["Agent vote: agent_b -> agent2.1"]
+    assert vote.attributes["massgen.vote_reason"] == "shortest name"
+    assert vote.links[0]["span_id"] == spans["Agent answer: agent2.1"].span_id
+    failed = [s for s in rows if s.is_error]
+    assert [s.exception_type for s in failed] == ["PermissionError"]
+
+
+def test_empty_store_is_reported(tmp_path: Path) -> None:
+    """A folder without segments is reported as an empty store."""
+    (tmp_path / "empty").mkdir()
+    with TraceStore(tmp_path / "empty") as store, pytest.raises(StoreError, match="has no spans yet"):
+        store.resolve("latest")
+
+
+def test_missing_store_is_reported(tmp_path: Path) -> None:
+    """A store folder that does not exist is named in the error."""
+    with TraceStore(tmp_path / "nowhere") as store, pytest.raises(StoreError, match="no local store at"):
+        store.runs()
+
+
+def test_sql_errors_become_store_errors(two_runs: tuple[Path, str, str]) -> None:
+    """Bad SQL raises StoreError, not a raw DuckDB error."""
+    with TraceStore(two_runs[0]) as store, pytest.raises(StoreError, match="query failed"):
+        store.rows("SELEC 1")

@@ -1,0 +1,84 @@
+"""The span tree: nesting, ordering, box-drawing rendering and error marks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mastrace.analysis import SpanRow, TraceStore, build_tree, render_tree
+from mastrace.analysis._tree import walk
+
+from .conftest import TraceWriter
+
+
+def _row(span_id: str, parent: str | None, start: int, name: str | None = None, **kw: object) -> SpanRow:
+    return SpanRow(
+        trace_id="t" * 32,
+        span_id=span_id,
+        parent_span_id=parent,
+        name=name or span_id,
+        start_us=start,
+        end_us=start + 1000,
+        duration=0.001,
+        **kw,
+    )  # type: ignore[arg-type]
+
+
+def test_children_are_ordered_by_start_and_get_depths() -> None:
+    """Children sort by start time and each node knows its depth."""
+    roots = build_tree(
+        [
+            _row("root", None, 0),
+            _row("late", "root", 50),
+            _row("early", "root", 10),
+            _row("leaf", "early", 20),
+        ]
+    )
+    assert [(n.span.span_id, n.depth) for n in walk(roots)] == [
+        ("root", 0),
+        ("early", 1),
+        ("leaf", 2),
+        ("late", 1),
+    ]
+
+
+def test_span_with_missing_parent_becomes_a_root() -> None:
+    """A span whose parent is not in the trace is shown as a root instead of being lost."""
+    roots = build_tree([_row("a", None, 0), _row("orphan", "not-stored", 5)])
+    assert [r.span.span_id for r in roots] == ["a", "orphan"]
+
+
+def test_render_uses_box_drawing_and_marks_errors(synthetic: tuple[Path, str, TraceWriter]) -> None:
+    """The text tree indents with box-drawing branches and marks failed spans with ✗ and the exception."""
+    path, trace_id, _ = synthetic
+    with TraceStore(path) as store:
+        text = render_tree(store.spans(trace_id))
+    lines = text.splitlines()
+    assert lines[0].startswith("coordination.session  10.00s")
+    assert any(line.startswith("├── agent.agent_a.round_0  5.00s") for line in lines)
+    assert any(line.startswith("│   ├── Tool execution: t1") for line in lines)
+    assert any(line.startswith("│   │   └── mcp.fs.read") for line in lines)
+    failed = next(line for line in lines if "✗ mcp.fs.write" in line)
+    assert failed.endswith("✗ PermissionError: read-only mount")
+    assert len(lines) == 25
+
+
+def test_render_shows_key_attributes(synthetic: tuple[Path, str, TraceWriter]) -> None:
+    """Rounds show type, outcome, tokens and cost; votes show who they were for."""
+    path, trace_id, _ = synthetic
+    with TraceStore(path) as store:
+        text = render_tree(store.spans(trace_id))
+    round_line = next(line for line in text.splitlines() if "agent.agent_a.round_0" in line)
+    assert (
+        "type=initial_answer  outcome=answer  answer=agent1.1  in=1000  out=200  cached=400  cost=$0.0100"
+        in round_line
+    )
+    vote_line = next(line for line in text.splitlines() if "Agent vote: agent_a" in line)
+    assert "• +6.20s" in vote_line and "voted_for=agent_b" in vote_line
+
+
+def test_max_spans_cuts_the_output_with_a_note() -> None:
+    """With `max_spans`, the rest is summarised in one line."""
+    rows = [_row("root", None, 0)] + [_row(f"c{i}", "root", i + 1) for i in range(5)]
+    text = render_tree(rows, max_spans=3)
+    assert text.splitlines()[-1] == "… 3 more span(s) not shown (raise --max-spans)"
+    assert len(text.splitlines()) == 4

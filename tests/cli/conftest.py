@@ -1,0 +1,74 @@
+"""Fixtures for the CLI tests: a store written by the demo, and the installed `mastrace` command.
+
+The demo runs twice into one store (a different model the second time), once per test session;
+every test drives the console script that the package installs, in a subprocess.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ROOT / "examples" / "coordination_demo.py"
+BIN = Path(sys.executable).parent
+MASTRACE = BIN / "mastrace"
+_CLEARED_PREFIXES = ("MASTRACE_", "OTEL_", "LOGFIRE_")
+
+Runner = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def clean_env() -> dict[str, str]:
+    """The test process environment without mastrace, OpenTelemetry or Logfire settings."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(_CLEARED_PREFIXES) and k != "TRACEPARENT"}
+
+
+@pytest.fixture(scope="session")
+def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store holding two demo runs: `previous` with model sim-large, `latest` with sim-small."""
+    store = tmp_path_factory.mktemp("demo") / "store"
+    for model, seed in (("sim-large", "1"), ("sim-small", "2")):
+        subprocess.run(
+            [sys.executable, str(DEMO), "--store", str(store), "--model", model, "--seed", seed],
+            check=True,
+            capture_output=True,
+            text=True,
+            env=clean_env(),
+            timeout=120,
+        )
+    return store
+
+
+def make_runner(cwd: Path) -> Runner:
+    """A function running the installed `mastrace` console script in `cwd`."""
+    assert MASTRACE.exists(), f"the console script is not installed at {MASTRACE}"
+
+    def run(*args: str, store: Path | None = None) -> subprocess.CompletedProcess[str]:
+        extra = ["--store", str(store)] if store is not None else []
+        return subprocess.run(
+            [str(MASTRACE), *args, *extra],
+            capture_output=True,
+            text=True,
+            cwd=cwd,
+            env=clean_env(),
+            timeout=120,
+        )
+
+    return run
+
+
+@pytest.fixture
+def mastrace_cli(tmp_path: Path) -> Runner:
+    """Run the installed `mastrace` console script (in `tmp_path`); returns the completed process."""
+    return make_runner(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def module_cli(tmp_path_factory: pytest.TempPathFactory) -> Runner:
+    """Like `mastrace_cli`, shared by the tests of one module (for outputs several tests read)."""
+    return make_runner(tmp_path_factory.mktemp("cli"))
