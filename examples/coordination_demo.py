@@ -179,8 +179,9 @@ class Agent(mastrace.AgentMixin, mastrace.ConfigurableMixin):
         orchestrator.record_vote(self.agent_id, choice, labels[choice], reason=reason)
         return choice
 
-    async def present(self, orchestrator: Orchestrator) -> str:
+    async def present(self, orchestrator: Orchestrator, label: str) -> str:
         async with self.agent_presentation(round=2):
+            orchestrator.record_winner(self.agent_id, label)  # inside the presentation, as MassGen does
             name, pitch = IDEAS[self.agent_id]
             text = await self.backend.complete(f"Final answer: {name} — {pitch}.", 2100)
             orchestrator.record_final_answer(self.agent_id)
@@ -217,8 +218,7 @@ class Orchestrator(mastrace.CoordinationMixin, mastrace.ConfigurableMixin):
             tally = Counter(votes)
             winner = sorted(tally, key=lambda agent: (-tally[agent], agent))[0]
             self.coordination_event("winner_selected", winner=winner, votes=tally[winner])
-            self.record_winner(winner, labels[winner])
-            final = await next(a for a in self.agents if a.agent_id == winner).present(self)
+            final = await next(a for a in self.agents if a.agent_id == winner).present(self, labels[winner])
             self.coordination_event("coordination_completed")
         self.usage = session.usage
         return final

@@ -16,7 +16,7 @@ from typing import Any, TypeVar, overload
 import wrapt
 
 from . import semconv
-from ._errors import handle_internal_errors, log_internal_error
+from ._errors import log_internal_error
 from ._streams import TracedAsyncGenerator, TracedGenerator
 from ._tracer import NOOP_SPAN, Tracer, get_tracer
 from .exceptions import ConfigError
@@ -153,8 +153,9 @@ def instrument(
         static_attrs = dict(attributes) if attributes else None
         needs_args = record_args or not namer.static
 
+        t = tracer if tracer is not None else get_tracer()  # tracers are cached and follow reconfigures
+
         def open_span(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-            t = tracer or get_tracer()
             if t._otel_tracer() is None:  # not configured: skip all work
                 return NOOP_SPAN
             values = None
@@ -219,6 +220,9 @@ def instrument(
 
 
 def _safe_open(open_span: Callable[..., Any], *args: Any) -> Any:
-    with handle_internal_errors("instrument"):
+    # try/except rather than `with handle_internal_errors(...)`: this runs on every call.
+    try:
         return open_span(*args)
-    return NOOP_SPAN  # pragma: no cover - only reached when opening failed outside tests
+    except Exception as exc:
+        log_internal_error("instrument", exc)
+        return NOOP_SPAN

@@ -24,7 +24,7 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
 from . import semconv
-from ._errors import handle_internal_errors
+from ._errors import handle_internal_errors, log_internal_error
 from ._snapshot import dumps_json, json_schema
 from ._state import STATE, bump
 
@@ -196,15 +196,21 @@ class Span:
         return self
 
     def __enter__(self) -> Span:
-        with handle_internal_errors("span start"):
+        # try/except rather than `with handle_internal_errors(...)`: this runs for every span, and a
+        # generator-based context manager would cost more than the rest of the wrapper.
+        try:
             return self.start()
-        return self  # pragma: no cover - only when the start failed outside tests
+        except Exception as exc:
+            log_internal_error("span start", exc)
+            return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        with handle_internal_errors("span end"):
+        try:
             self.end(exc)
+        except Exception as error:
+            log_internal_error("span end", error)
 
     async def __aenter__(self) -> Span:
         return self.__enter__()
