@@ -13,11 +13,16 @@ DEMO_DIR ?= .mastrace-demo
 	$(PYTHON) -m venv .venv-bootstrap
 	.venv-bootstrap/bin/pip install --quiet --disable-pip-version-check uv
 
-$(VENV)/.synced: pyproject.toml uv.lock | $(UV)
-	$(UV) sync --quiet --all-extras --all-groups
+# The demo needs only the core dependencies; the suite needs every extra and test group.
+$(VENV)/.synced-core: pyproject.toml uv.lock | $(UV)
+	$(UV) sync --quiet --inexact --no-default-groups
 	touch $@
 
-demo: $(VENV)/.synced
+$(VENV)/.synced: pyproject.toml uv.lock | $(UV)
+	$(UV) sync --quiet --all-extras --all-groups
+	touch $@ $(VENV)/.synced-core
+
+demo: $(VENV)/.synced-core
 	MASTRACE_DIR=$(DEMO_DIR) $(PY) examples/coordination_demo.py --store $(DEMO_DIR) --report
 
 browser:
