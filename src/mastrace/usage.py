@@ -347,9 +347,15 @@ def usage_attributes(usage: Usage, *, massgen: bool = True, gen_ai: bool = True)
     if gen_ai and tokens is not None:
         attrs[semconv.GEN_AI_USAGE_INPUT_TOKENS] = tokens.input_tokens
         attrs[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] = tokens.output_tokens
-        attrs[semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = tokens.cached_input_tokens
-        attrs[semconv.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS] = tokens.cache_creation_input_tokens
-        attrs[semconv.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = tokens.reasoning_tokens
+        # The GenAI conventions' optional counters are recorded when the provider reported some;
+        # the massgen.* keys above always carry all four so that SQL sums stay simple.
+        for key, value in (
+            (semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, tokens.cached_input_tokens),
+            (semconv.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS, tokens.cache_creation_input_tokens),
+            (semconv.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, tokens.reasoning_tokens),
+        ):
+            if value:
+                attrs[key] = value
     return attrs
 
 

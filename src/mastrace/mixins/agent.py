@@ -132,7 +132,7 @@ class AgentRound(SpanHandle):
 class AgentMixin:
     """Adds MassGen's agent round spans to an agent. The class must set `agent_id`.
 
-    `agent_name` (optional) becomes `gen_ai.agent.name`; it defaults to `agent_id`.
+    `agent_name` (optional) becomes `gen_ai.agent.name`.
     """
 
     agent_id: str
@@ -178,7 +178,7 @@ class AgentMixin:
                 semconv.MASSGEN_AGENT_ID: agent_id,
                 semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OP_INVOKE_AGENT,
                 semconv.GEN_AI_AGENT_ID: agent_id,
-                semconv.GEN_AI_AGENT_NAME: getattr(self, "agent_name", None) or agent_id,
+                semconv.GEN_AI_AGENT_NAME: getattr(self, "agent_name", None),
                 semconv.MASTRACE_CONFIG_HASH: session.config_hash if session is not None else None,
                 **attrs,
             },
