@@ -52,6 +52,7 @@ class AgentRound(SpanHandle):
         self._token: Any = None
         self._chain: tuple[Any, ...] = (self._usage,)
         self.outcome: str | None = None
+        self._outcome_attrs: dict[str, Any] = {}
 
     def __enter__(self) -> AgentRound:
         self._span.__enter__()
@@ -68,8 +69,12 @@ class AgentRound(SpanHandle):
         with handle_internal_errors("agent round end"):
             if exc is not None and not isinstance(exc, GeneratorExit):
                 self._set_outcome_attrs("error", error_message=f"{type(exc).__name__}: {exc}")
+            # Outcome and usage go onto the span in one call: the SDK takes its lock once.
+            attrs = self._outcome_attrs
             if self._usage.count:
-                self._span.set_attributes(usage_attributes(self._usage.total))
+                attrs = {**attrs, **usage_attributes(self._usage.total)}
+            if attrs:
+                self._span.set_attributes(attrs)
         self._span.__exit__(exc_type, exc, tb)
 
     async def __aenter__(self) -> AgentRound:
@@ -120,7 +125,8 @@ class AgentRound(SpanHandle):
             semconv.MASSGEN_VOTED_FOR_LABEL: fields.get("voted_for_label"),
             semconv.MASSGEN_ERROR_MESSAGE: fields.get("error_message"),
         }
-        self._span.set_attributes({k: v for k, v in attrs.items() if v is not None})
+        # Set when the round completes (with its usage); a later call replaces an earlier one.
+        self._outcome_attrs = {k: v for k, v in attrs.items() if v is not None}
         if outcome == "error":
             self._span.set_status("error", fields.get("error_message") or "agent round failed")
 
