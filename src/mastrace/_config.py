@@ -324,12 +324,16 @@ def _initialize(settings: Settings) -> None:
     except BaseException:
         Pipeline(destinations).shutdown(timeout=1.0)
         raise
-    if _RT.pipeline is not None:
-        _RT.switch.pipeline = None
-        _RT.pipeline.shutdown(timeout=5.0)
+    # Switch to the new pipeline first, then drain the old one: spans ending meanwhile go to the new
+    # destinations instead of being lost, and spans open across the switch end through the new one.
+    previous = _RT.pipeline
     pipeline = Pipeline(destinations)
+    if previous is not None:
+        pipeline.adopt_open_spans(previous)
     _RT.switch.pipeline = pipeline
     _RT.pipeline = pipeline
+    if previous is not None:
+        previous.shutdown(timeout=5.0)
     _RT.settings = settings
     if settings.propagate_threads:
         _context.patch_threads()
@@ -505,18 +509,60 @@ def _end_open_spans(pipeline: Pipeline) -> None:
             log_internal_error("ending open spans at exit", exc)
 
 
-def _at_exit() -> None:
+def _shutdown_timeout() -> float:
     try:
         timeout = _env_number("MASTRACE_SHUTDOWN_TIMEOUT", float)
-        shutdown(timeout=5.0 if timeout is None else max(0.0, timeout), interrupted=True)
+    except Exception:
+        return 5.0
+    return 5.0 if timeout is None else max(0.0, timeout)
+
+
+def _at_exit() -> None:
+    try:
+        shutdown(timeout=_shutdown_timeout(), interrupted=True)
     except Exception as exc:  # never let exit fail because of tracing
         log_internal_error("shutdown at exit", exc)
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
-    _at_exit()
+    # The handler interrupts whatever the main thread was doing, possibly inside the SDK while it
+    # holds a span's lock; ending spans on this same thread could then wait on that lock forever.
+    # A separate thread, joined with a bound, can only time out.
+    closer = threading.Thread(target=_at_exit, name="mastrace-sigterm", daemon=True)
+    closer.start()
+    closer.join(_shutdown_timeout() + 1.0)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _after_fork_in_child() -> None:
+    """A forked child keeps exporting: new worker threads, its own pid and instance id, a flush at exit."""
+    global _INSTANCE_ID
+    _INSTANCE_ID = uuid.uuid4().hex
+    _RT.lock = threading.RLock()
+    pipeline = _RT.pipeline
+    if pipeline is None:
+        return
+    try:
+        pipeline.after_fork()
+        if _RT.own_provider is not None and _RT.settings is not None:
+            _update_own_provider(_RT.settings)
+        mp_util = sys.modules.get("multiprocessing.util")
+        if mp_util is not None:
+            # multiprocessing children leave through os._exit, so atexit never runs; they run their
+            # finalizers instead, but clear the registry first: register from an after-fork hook.
+            mp_util.register_after_fork(_RT, _register_mp_finalizer)
+    except Exception as exc:
+        log_internal_error("restarting export after fork", exc)
+
+
+def _register_mp_finalizer(_: object) -> None:
+    try:
+        import multiprocessing.util as mp_util
+
+        mp_util.Finalize(None, _at_exit, exitpriority=100)
+    except Exception as exc:
+        log_internal_error("restarting export after fork", exc)
 
 
 def _install_exit_hooks() -> None:
@@ -524,6 +570,8 @@ def _install_exit_hooks() -> None:
         return
     _RT.exit_hooks = True
     atexit.register(_at_exit)
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_after_fork_in_child)
     if threading.current_thread() is threading.main_thread():
         try:
             if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):

@@ -121,9 +121,24 @@ class Destination:
         self.dropped = 0
         self.failed = 0
         self._thread: threading.Thread | None = None
-        if not synchronous:
-            self._thread = threading.Thread(target=self._run, name=f"mastrace-export-{name}", daemon=True)
+        self._start_worker()
+
+    def _start_worker(self) -> None:
+        if not self.synchronous:
+            self._thread = threading.Thread(
+                target=self._run, name=f"mastrace-export-{self.name}", daemon=True
+            )
             self._thread.start()
+
+    def after_fork(self) -> None:
+        """In a forked child: fresh locks, an empty queue (the parent exports its own spans), a new worker."""
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._queue = deque()
+        self._stopping = False
+        self._in_flight = 0
+        self.exported = self.dropped = self.failed = 0
+        self._start_worker()
 
     # -- caller side (hot path) -------------------------------------------------------------------
     def offer(self, span: ReadableSpan) -> None:
@@ -293,6 +308,16 @@ class Pipeline(SpanProcessor):
     def open_spans(self) -> list[Span]:
         """Spans started but not yet ended."""
         return list(self._open.values())
+
+    def adopt_open_spans(self, previous: Pipeline) -> None:
+        """Track the spans `previous` saw start, so they end (and are exported) through this pipeline."""
+        self._open.update(previous._open)
+
+    def after_fork(self) -> None:
+        """In a forked child: restart every destination's worker; spans open in the parent are not ours."""
+        self._open = {}
+        for destination in self.destinations:
+            destination.after_fork()
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         return self.flush(timeout_millis / 1000).complete
