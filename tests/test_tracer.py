@@ -376,3 +376,58 @@ def test_reconfigured_service_name_reaches_existing_tracers() -> None:
         pass
     assert [s.name for s in second.get_finished_spans()] == ["two"]
     assert second.get_finished_spans()[0].resource.attributes["service.name"] == "second"
+
+
+def test_out_of_order_exit_does_not_leave_the_ended_outer_span_current() -> None:
+    """A generator's span closed after the span around it ended restores the outer span's parent."""
+
+    async def stream():  # an undecorated generator: its span exits after "round" has ended
+        with mastrace.get_tracer().span("llm"):
+            yield 1
+            yield 2
+
+    async def main() -> None:
+        gen = stream()
+        with mastrace.get_tracer().span("round"):
+            await anext(gen)
+        await gen.aclose()
+        with mastrace.get_tracer().span("next"):
+            pass
+
+    with capture_spans() as spans:
+        asyncio.run(main())
+        assert spans.one("next").parent is None
+        assert spans.parent_of(spans.one("llm")) is spans.one("round")
+
+
+def test_a_single_link_is_accepted_without_a_list() -> None:
+    """`links=span` works like `links=[span]`."""
+    with capture_spans() as spans:
+        tracer = mastrace.get_tracer()
+        with tracer.span("answer") as answer:
+            pass
+        with tracer.span("vote", links=answer):
+            pass
+        links = spans.one("vote").links
+        assert [link.context.span_id for link in links] == [answer.span_context.span_id]
+
+
+def test_inject_env_repairs_a_context_left_by_a_span_ended_elsewhere() -> None:
+    """After a span entered here is exited by another task, the child process gets its parent."""
+
+    async def body():
+        with mastrace.get_tracer().span("inner"):
+            yield 1
+            yield 2
+
+    async def main() -> dict[str, str]:
+        with mastrace.get_tracer().span("outer") as outer:
+            gen = body()
+            await anext(gen)
+            await asyncio.create_task(gen.aclose())
+            env = mastrace.inject_env({})
+            return {"traceparent": env["TRACEPARENT"], "outer": f"{outer.span_context.span_id:016x}"}
+
+    with capture_spans():
+        found = asyncio.run(main())
+    assert found["traceparent"].split("-")[2] == found["outer"]

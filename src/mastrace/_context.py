@@ -169,6 +169,9 @@ def inject_env(env: MutableMapping[str, str] | None = None) -> dict[str, str]:
         >>> subprocess.run([sys.executable, "-c", "pass"], env=mastrace.inject_env())  # doctest: +SKIP
     """
     out = dict(os.environ if env is None else env)
+    from ._tracer import repair_current  # imported here: _tracer sits above this module
+
+    repair_current()
     carrier: dict[str, str] = {}
     _PROPAGATOR.inject(carrier)
     out.pop("TRACEPARENT", None)

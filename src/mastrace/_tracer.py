@@ -127,6 +127,17 @@ def _repair(var: contextvars.ContextVar[Context], parent: Context) -> Context:
     return parent
 
 
+def repair_current() -> None:
+    """If the current context belongs to a span that ended elsewhere, restore its parent now.
+
+    mastrace repairs such a context whenever it starts a span there; code that reads the current
+    span without starting one (propagation into a child process) calls this first.
+    """
+    var = _VAR
+    if _STALE and var is not None:
+        _repair(var, var.get())
+
+
 _STATUS = {"ok": StatusCode.OK, "error": StatusCode.ERROR, "unset": StatusCode.UNSET}
 
 
@@ -179,7 +190,10 @@ class Span:
             attrs, self._json_keys = _clean_attributes(self._attrs)
         links = None
         if self._links:
-            links = [lk for lk in map(_to_link, self._links) if lk is not None]
+            given = self._links
+            if isinstance(given, (Link, SpanContext, Span, NoOpSpan, trace.Span)):
+                given = (given,)  # one link passed on its own
+            links = [lk for lk in map(_to_link, given) if lk is not None]
         var = _VAR
         if var is not None:
             parent = var.get()
@@ -244,8 +258,20 @@ class Span:
         if var is None:  # pragma: no cover
             otel_context.detach(token)
             return
+        current = var.get()
+        if current is not self._ctx and self._ctx is not None:
+            inner = current.get(_SPAN_KEY)
+            if inner is not None and inner.is_recording():
+                # Exited before a span opened inside it (generators closed late): the inner span stays
+                # current until it ends; then the context it restores, ours, is repaired to our parent.
+                bump("out_of_order_exits")
+                old = token.old_value
+                _remember_stale(self._ctx, _EMPTY if old is contextvars.Token.MISSING else old)
+                return
         try:
             var.reset(token)
+            if _STALE:
+                _repair(var, var.get())
         except ValueError:
             # Left in another context than the one it entered (a generator resumed by another
             # task, a handle passed between threads). Restore the parent here if we are current,
@@ -517,7 +543,12 @@ class Tracer:
         links: Sequence[Any] | None = None,
     ) -> Span | NoOpSpan:
         """Start a span that is not made current; call `.end()` on it yourself."""
-        return self.span(name, attributes, kind=kind, links=links).start(attach=False)
+        span = self.span(name, attributes, kind=kind, links=links)
+        try:
+            return span.start(attach=False)
+        except Exception as exc:
+            log_internal_error("start_span", exc)
+            return NOOP_SPAN
 
 
 _TRACERS: dict[tuple[str, str | None], Tracer] = {}
@@ -539,6 +570,7 @@ def get_tracer(name: str = "mastrace", version: str | None = None) -> Tracer:
 
 def current_span_context() -> SpanContext | None:
     """The span context of the current span, or None when there is none."""
+    repair_current()
     ctx = trace.get_current_span().get_span_context()
     return ctx if ctx.is_valid else None
 
