@@ -188,3 +188,28 @@ def test_backend_without_provider_is_refused() -> None:
     """Using LLMBackendMixin without a provider raises ConfigError."""
     with pytest.raises(ConfigError, match="provider"):
         LLMBackendMixin().llm_stream("m", [])
+
+
+def test_usage_reaches_the_round_when_the_consumer_breaks_out_of_an_async_stream(
+    mastrace_spans: CapturedSpans,
+) -> None:
+    """Stopping right after the usage chunk still credits the round and annotates the LLM span."""
+
+    async def provider_stream() -> AsyncIterator[dict[str, Any]]:
+        yield {"delta": "hi"}
+        yield {"usage": {"prompt_tokens": 10, "completion_tokens": 5}}
+        yield {"done": True}
+
+    async def main() -> Any:
+        async with Agent().agent_round(1) as rnd:
+            async for chunk in Backend().llm_stream("gpt-4o", provider_stream()):
+                if "usage" in chunk:
+                    break
+        return rnd.usage
+
+    usage = asyncio.run(main())
+    assert (usage.input_tokens, usage.output_tokens) == (10, 5)
+    llm = mastrace_spans.one("llm.openai.stream").attributes or {}
+    assert llm["gen_ai.usage.input_tokens"] == 10
+    round_attrs = mastrace_spans.one("agent.agent_a.round_1").attributes or {}
+    assert round_attrs["massgen.usage.input"] == 10

@@ -411,3 +411,23 @@ def test_git_info_outside_a_checkout_is_an_error_entry(tmp_path: Path) -> None:
     """Outside a git checkout the section says why instead of raising."""
     info = git_info(str(tmp_path))
     assert set(info) == {"error", "error_type"} and info["error"].startswith("Failed to get git info")
+
+
+def test_nested_scopes_of_one_registry_count_usage_once() -> None:
+    """Usage recorded in an inner scope is collected there, and not again by the enclosing scope."""
+
+    class Model(ConfigurableMixin, UsageTrackableMixin):
+        pass
+
+    registry = Registry(benchmark=False)
+    model = Model()
+    with registry.scope():
+        registry.register("models", "m", model)
+        with registry.scope():
+            registry.register("models", "m", model)
+            model.record_usage(TokenUsage(input_tokens=100))
+            inner = registry.collect_all_usage()["models"]["m"]
+        outer = registry.collect_all_usage()["models"]["m"]
+    assert inner["input_tokens"] == 100
+    assert outer.get("input_tokens", 0) == 0
+    assert registry.usage.input_tokens == 100

@@ -176,3 +176,12 @@ def test_credit_usage_reaches_every_sink_labelled_by_the_innermost() -> None:
     assert outer.total.input_tokens == 8  # type: ignore[attr-defined]
     assert inner.total.input_tokens == 3  # type: ignore[attr-defined]
     assert outer.by_label()["agent_a"].input_tokens == 3  # type: ignore[attr-defined]
+
+
+def test_gemini_thinking_tokens_count_as_output() -> None:
+    """`thoughts_token_count` is added to `candidates_token_count`, as output includes reasoning."""
+    usage = TokenUsage.from_provider(
+        {"prompt_token_count": 100, "candidates_token_count": 50, "thoughts_token_count": 400}
+    )
+    assert usage is not None
+    assert (usage.output_tokens, usage.reasoning_tokens) == (450, 400)

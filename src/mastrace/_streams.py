@@ -37,11 +37,17 @@ def _exception(typ: Any, val: Any, tb: Any) -> BaseException:
 class _StreamSpan:
     """The optional span around a whole stream, started lazily on the first item."""
 
-    __slots__ = ("_chunks", "_ctx", "_factory", "_span", "done")
+    __slots__ = ("_chunks", "_ctx", "_factory", "_on_finish", "_span", "done")
 
-    def __init__(self, ctx: contextvars.Context, factory: SpanFactory | None) -> None:
+    def __init__(
+        self,
+        ctx: contextvars.Context,
+        factory: SpanFactory | None,
+        on_finish: Callable[[], None] | None = None,
+    ) -> None:
         self._ctx = ctx
         self._factory = factory
+        self._on_finish = on_finish
         self._span: Span | NoOpSpan = NOOP_SPAN
         self._chunks = 0
         self.done = False
@@ -59,6 +65,15 @@ class _StreamSpan:
         if self.done:
             return
         self.done = True
+        if self._on_finish is not None:
+            # Runs before the span ends, in the body's context: a consumer that stops early (break,
+            # garbage collection) would otherwise leave the body's own clean-up to the event loop's
+            # finalizer, after the span has ended.
+            with handle_internal_errors("stream finish hook"):
+                try:
+                    self._ctx.run(self._on_finish)
+                except RuntimeError:  # the context is entered elsewhere
+                    self._on_finish()
         span = self._span
         if span is NOOP_SPAN:
             return
@@ -79,10 +94,11 @@ class TracedGenerator(Generator[Y, S, Any], Generic[Y, S]):
         gen: Generator[Y, S, Any],
         ctx: contextvars.Context | None = None,
         span: SpanFactory | None = None,
+        on_finish: Callable[[], None] | None = None,
     ) -> None:
         self._gen = gen
         self._ctx = ctx if ctx is not None else contextvars.copy_context()
-        self._stream = _StreamSpan(self._ctx, span)
+        self._stream = _StreamSpan(self._ctx, span, on_finish)
 
     def __iter__(self) -> TracedGenerator[Y, S]:
         return self
@@ -137,10 +153,11 @@ class TracedAsyncGenerator(AsyncGenerator[Y, S], Generic[Y, S]):
         agen: AsyncGenerator[Y, S],
         ctx: contextvars.Context | None = None,
         span: SpanFactory | None = None,
+        on_finish: Callable[[], None] | None = None,
     ) -> None:
         self._agen = agen
         self._ctx = ctx if ctx is not None else contextvars.copy_context()
-        self._stream = _StreamSpan(self._ctx, span)
+        self._stream = _StreamSpan(self._ctx, span, on_finish)
 
     def __aiter__(self) -> AsyncIterator[Y]:
         return self

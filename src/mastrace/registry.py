@@ -63,8 +63,9 @@ _GIT_TIMEOUT_S = 2.0
 class _Ledger:
     """Usage recorded by each component while a scope is active, since its last collection."""
 
-    def __init__(self) -> None:
+    def __init__(self, registry: Registry) -> None:
         self.label: str | None = None
+        self.registry = registry
         self._lock = threading.Lock()
         self._entries: dict[int, tuple[object, Usage]] = {}
 
@@ -95,7 +96,7 @@ class _Scope:
         self.lock = threading.Lock()
         self.components: dict[str, object] = {}
         self.keys_by_id: dict[int, str] = {}
-        self.ledger = _Ledger()
+        self.ledger = _Ledger(registry)
 
 
 # Active scopes of the current context, innermost last (one variable; see `usage._SINKS`).
@@ -159,7 +160,10 @@ class Registry:
         """
         scope = _Scope(self)
         token = _ACTIVE.set((*_ACTIVE.get(), scope))
-        sink_token = push_sink(scope.ledger)
+        # A nested scope of this registry takes over crediting from the enclosing one.
+        sink_token = push_sink(
+            scope.ledger, replaces=lambda sink: isinstance(sink, _Ledger) and sink.registry is self
+        )
         try:
             yield self
         finally:

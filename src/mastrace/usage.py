@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -204,6 +204,9 @@ class TokenUsage(Usage):
         prompt = _int(usage, "prompt_tokens", "prompt_token_count")
         inputs = _int(usage, "input_tokens")
         output = _int(usage, "completion_tokens", "output_tokens", "candidates_token_count")
+        thoughts = _int(usage, "thoughts_token_count")
+        if thoughts and output is not None and _int(usage, "completion_tokens", "output_tokens") is None:
+            output += thoughts  # Gemini's candidates_token_count leaves the thinking tokens out
         if prompt is None and inputs is None and output is None:
             return None
         cache_read = _int(usage, "cache_read_input_tokens")
@@ -409,9 +412,18 @@ _SINKS: contextvars.ContextVar[tuple[UsageSink, ...]] = contextvars.ContextVar(
 )
 
 
-def push_sink(sink: UsageSink) -> contextvars.Token[tuple[UsageSink, ...]]:
-    """Make `sink` receive the usage credited in this context until `pop_sink`."""
-    return _SINKS.set((*_SINKS.get(), sink))
+def push_sink(
+    sink: UsageSink, *, replaces: Callable[[UsageSink], bool] | None = None
+) -> contextvars.Token[tuple[UsageSink, ...]]:
+    """Make `sink` receive the usage credited in this context until `pop_sink`.
+
+    Sinks for which `replaces(sink)` is true stop receiving meanwhile (an inner scope of the same
+    registry takes over from the outer one, so nothing is counted twice).
+    """
+    chain = _SINKS.get()
+    if replaces is not None:
+        chain = tuple(s for s in chain if not replaces(s))
+    return _SINKS.set((*chain, sink))
 
 
 def pop_sink(token: contextvars.Token[tuple[UsageSink, ...]], sink: UsageSink) -> None:

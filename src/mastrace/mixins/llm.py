@@ -63,6 +63,7 @@ class _StreamState:
         self.chunks = 0
         self.usage: TokenUsage | None = None
         self.response_model: str | None = None
+        self.finished = False
 
     def make_span(self) -> Span | NoOpSpan:
         self.span = mixin_tracer().span(self.name, self.attrs)
@@ -83,6 +84,9 @@ class _StreamState:
                 self.response_model = model
 
     def finish(self) -> None:
+        if self.finished:  # called by the stream wrapper, and again by the body's `finally`
+            return
+        self.finished = True
         with handle_internal_errors("llm stream end"):
             span = self.span
             if self.response_model is not None:
@@ -164,8 +168,8 @@ class LLMBackendMixin:
         # and usage reaches the caller's round even when other tasks pull the chunks.
         ctx = contextvars.copy_context()
         if hasattr(stream, "__aiter__"):
-            return TracedAsyncGenerator(_async_body(stream, state), ctx, state.make_span)  # type: ignore[arg-type]
-        return TracedGenerator(_sync_body(stream, state), ctx, state.make_span)
+            return TracedAsyncGenerator(_async_body(stream, state), ctx, state.make_span, state.finish)  # type: ignore[arg-type]
+        return TracedGenerator(_sync_body(stream, state), ctx, state.make_span, state.finish)
 
     def extract_usage(self, chunk: Any) -> TokenUsage | None:
         """Read the token usage a chunk reports, or None. Override for other chunk shapes.
