@@ -9,13 +9,14 @@ Then it times, alternately and `--repeat` times each:
 
 - analyze latest: open the store, resolve `latest`, build the report and render
   ANALYSIS_REPORT.md (what `mastrace analyze` does, without interpreter start-up);
-- analyze TRACE_ID: the same with the trace id given, which skips the scan that finds `latest`;
+- analyze TRACE_ID: the same with the trace id given, which skips finding `latest` (a read of the
+  roots files, or with `--no-roots` a scan of the whole store);
 - scan: `SELECT count(*), sum(duration) FROM records` on a fresh connection.
 
 and prints the median and best of each, the ratio of the medians (target: analyze ≤ 5× the
 scan) and the ratio of the best runs (the least disturbed on a shared machine).
 
-Run: `python benchmarks/bench_analyze.py [--spans N] [--repeat N] [--dir DIR]`
+Run: `python benchmarks/bench_analyze.py [--spans N] [--repeat N] [--dir DIR] [--no-roots]`
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from pathlib import Path
 
 from mastrace.analysis import TraceStore, build_report, render_markdown
 from mastrace.store import connect
-from mastrace.store._schema import SEGMENT_SUFFIX, SEGMENTS_DIR
+from mastrace.store._schema import ROOTS_DIR, SEGMENT_SUFFIX, SEGMENTS_DIR
 
 TARGET_RATIO = 5.0
 AGENTS = 10
@@ -107,8 +108,12 @@ def _round_lines(next_id: int, session: int, agent: int, rnd: int, start: int) -
     yield _line(rid + 9, session, record, end, end, f'{{"massgen.agent_id":"{agent_id}"}}')
 
 
-def write_store(path: Path, spans: int) -> int:
-    """Write about `spans` spans into `path`; returns how many were written."""
+def write_store(path: Path, spans: int, *, roots: bool = True) -> int:
+    """Write about `spans` spans into `path`; returns how many were written.
+
+    With `roots`, each segment gets its roots file (the lines of its root spans), as the store's
+    writer keeps them; without, the store looks like one written before roots files existed.
+    """
     folder = path / SEGMENTS_DIR
     folder.mkdir(parents=True, exist_ok=True)
     rounds = max(1, (spans - 1) // SPANS_PER_ROUND)
@@ -120,7 +125,13 @@ def write_store(path: Path, spans: int) -> int:
             for i in range(SEGMENTS)
         ]
         session_end = T0 + (per_agent + 1) * 1000 * MS
-        files[0].write(_line(1, None, "coordination.session", T0, session_end, '{"massgen.task":"bench"}'))
+        session = _line(1, None, "coordination.session", T0, session_end, '{"massgen.task":"bench"}')
+        files[0].write(session)
+        if roots:
+            (path / ROOTS_DIR).mkdir(parents=True, exist_ok=True)
+            for i in range(SEGMENTS):
+                text = session if i == 0 else ""
+                (path / ROOTS_DIR / f"bench-{i}{SEGMENT_SUFFIX}").write_text(text, encoding="utf-8")
         next_id = 2
         for n in range(rounds):
             agent, rnd = n % AGENTS, n // AGENTS
@@ -158,11 +169,14 @@ def main() -> None:
     parser.add_argument("--spans", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--dir", type=Path, default=None, help="write the store here (default: a temp dir)")
+    parser.add_argument(
+        "--no-roots", action="store_true", help="write no roots files, like a store from an older version"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="mastrace-bench-") as tmp:
         path = args.dir or Path(tmp) / "store"
         started = time.perf_counter()
-        count = write_store(path, args.spans)
+        count = write_store(path, args.spans, roots=not args.no_roots)
         print(f"wrote {count:,} spans in {time.perf_counter() - started:.1f} s to {path}")
         time_scan(path)  # warm the page cache, so every variant reads from memory
         timings: dict[str, list[float]] = {"latest": [], "by id": [], "scan": []}

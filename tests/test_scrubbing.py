@@ -405,3 +405,20 @@ def test_repeated_values_are_judged_the_same_every_time(scrubber: Scrubber) -> N
         attrs, _ = scrubber.scrub_attributes({"note": f"use {secret}", "model": "gpt-4o-mini"})
         assert secret not in attrs["note"]
         assert attrs["model"] == "gpt-4o-mini"
+
+
+def test_plain_keys_remember_only_ordinary_keys(scrubber: Scrubber) -> None:
+    """`plain_keys` lists the keys `key_match` found ordinary, never a secret-named one."""
+    assert scrubber.key_match("massgen.agent_id") is None
+    assert scrubber.key_match("api_key") is not None
+    assert "massgen.agent_id" in scrubber.plain_keys
+    assert "api_key" not in scrubber.plain_keys
+
+
+def test_plain_texts_remember_only_plain_strings(scrubber: Scrubber) -> None:
+    """`plain_texts` lists strings `is_plain_text` found plain, never a secret-shaped one."""
+    secret = "ghp_" + "A1b2C3d4E5f6G7h8I9j0" * 2
+    assert scrubber.is_plain_text("initial_answer") is True
+    assert scrubber.is_plain_text(f"use {secret}") is False
+    assert "initial_answer" in scrubber.plain_texts
+    assert f"use {secret}" not in scrubber.plain_texts

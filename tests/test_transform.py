@@ -61,6 +61,44 @@ def test_clean_span_is_returned_as_is(
     assert prepare_span(span, scrubber, LIMITS) is span
 
 
+def test_warm_caches_never_let_a_secret_through(
+    tracer: Tracer, exporter: InMemorySpanExporter, scrubber: Scrubber
+) -> None:
+    """After many clean spans, a secret value under the same ordinary key is still scrubbed."""
+    for i in range(3):
+        clean = _record(tracer, exporter, {"note": "a plain note", "massgen.round": i})
+        assert prepare_span(clean, scrubber, LIMITS) is clean
+    span = _record(tracer, exporter, {"note": f"key {OPENAI_KEY}", "massgen.round": 4})
+    out = prepare_span(span, scrubber, LIMITS)
+    assert OPENAI_KEY not in out.attributes["note"]
+    assert out.attributes[semconv.MASTRACE_SCRUBBED] == '["attributes.note"]'
+
+
+def test_a_string_known_plain_is_still_capped_by_small_limits(
+    tracer: Tracer, exporter: InMemorySpanExporter, scrubber: Scrubber
+) -> None:
+    """A string the scrubber already judged plain is still cut when it passes `max_string_chars`."""
+    text = "an ordinary sentence, " * 5
+    first = _record(tracer, exporter, {"note": text})
+    assert prepare_span(first, scrubber, LIMITS) is first
+    second = _record(tracer, exporter, {"note": text})
+    out = prepare_span(second, scrubber, Limits(max_string_chars=40))
+    assert len(out.attributes["note"]) <= 40 and "…[truncated " in out.attributes["note"]
+    assert out.attributes[semconv.MASTRACE_TRUNCATED] is True
+
+
+def test_a_span_with_events_goes_through_the_full_transform(
+    tracer: Tracer, exporter: InMemorySpanExporter, scrubber: Scrubber
+) -> None:
+    """A span whose attributes are clean but whose event holds a secret is not passed through."""
+    with tracer.start_as_current_span("with-event", attributes={"massgen.round": 1}) as live:
+        live.add_event("request", {"headers": f"Authorization: Bearer {OPENAI_KEY}"})
+    span = exporter.get_finished_spans()[-1]
+    out = prepare_span(span, scrubber, LIMITS)
+    assert out is not span
+    assert OPENAI_KEY not in str(out.events[0].attributes["headers"])
+
+
 def test_attribute_secrets_are_gone_and_usage_kept(
     tracer: Tracer, exporter: InMemorySpanExporter, scrubber: Scrubber
 ) -> None:

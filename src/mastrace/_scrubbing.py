@@ -316,6 +316,11 @@ def _secret_env_values(key_re: re.Pattern[str], safe_re: re.Pattern[str]) -> dic
 class Scrubber:
     """Scrubs secrets out of attribute values, strings and JSON documents. Never raises.
 
+    Attributes:
+        plain_keys: Keys that `key_match` has already found ordinary. A bounded cache that callers
+            on a hot path may test membership in before calling `key_match`; do not modify it.
+        plain_texts: Strings that `is_plain_text` has already found plain, likewise.
+
     Example:
         >>> scrubber = Scrubber(ScrubbingOptions())
         >>> scrubber.scrub_text("curl -H 'Authorization: Bearer abcdefgh12345678'")
@@ -333,6 +338,10 @@ class Scrubber:
         self._prefilter = _prefilter(self._rules)
         self._key_cache: dict[str, re.Match[str] | None] = {}
         self._plain_cache: dict[str, bool] = {}
+        # Sets rather than the dicts above: a membership test is the cheapest check a caller can
+        # make inline, once per attribute of every span.
+        self.plain_keys: set[str] = set()
+        self.plain_texts: set[str] = set()
 
     # -- public API -------------------------------------------------------------------------------
     def scrub_text(self, s: str, path: JsonPath = ()) -> str:
@@ -386,7 +395,10 @@ class Scrubber:
         match = self._match_key(key)
         if len(cache) >= _MAX_CACHED_KEYS:
             cache.clear()
+            self.plain_keys.clear()
         cache[key] = match
+        if match is None:
+            self.plain_keys.add(key)
         return match
 
     def is_plain_text(self, s: str) -> bool:
@@ -405,7 +417,10 @@ class Scrubber:
         if len(s) <= _CACHED_TEXT_MAX:
             if len(cache) >= _MAX_CACHED_TEXTS:
                 cache.clear()
+                self.plain_texts.clear()
             cache[s] = plain
+            if plain:
+                self.plain_texts.add(s)
         return plain
 
     # -- finding value shapes ---------------------------------------------------------------------

@@ -47,6 +47,8 @@ def prepare_span(span: ReadableSpan, scrubber: Scrubber | None, limits: Limits) 
         limits: Size limits for strings, JSON strings, sequences and attribute counts.
     """
     try:
+        if _untouched(span, scrubber, limits):
+            return span
         return _Cleaner(scrubber, limits).span(span)
     except Exception as exc:
         log_internal_error("prepare_span", exc)
@@ -89,6 +91,46 @@ def _coerce_sequence(value: Sequence[Any]) -> tuple[AttributeValue | None, bool]
         if kind in _PRIMITIVES:
             return (value if type(value) is tuple else tuple(value)), False
     return dumps_json(value), True
+
+
+def _untouched(span: ReadableSpan, scrubber: Scrubber | None, limits: Limits) -> bool:
+    """Whether `_Cleaner` would return `span` as it is: the common case, tested without one.
+
+    Only spans without events, links or a status description qualify; their attributes are
+    checked inline, as `_plain` and `Scrubber.key_match` would, using the scrubber's caches.
+    """
+    if _has_items(span, "_events") or _has_items(span, "_links") or span.status.description:
+        return False
+    attrs = span_attributes(span)
+    if len(attrs) > limits.max_attributes:
+        return False
+    short = min(limits.max_string_chars, _SCREENED)
+    if scrubber is None:
+        return all(_plain(value, short, None) for value in attrs.values())
+    keys, texts = scrubber.plain_keys, scrubber.plain_texts
+    for key, value in attrs.items():
+        t = type(value)
+        if t is str:
+            if len(value) >= _SHORT and not (
+                len(value) <= short and value.isascii() and (value in texts or scrubber.is_plain_text(value))
+            ):
+                return False
+        elif t is int:
+            if not _INT_MIN <= value <= _INT_MAX:
+                return False
+        elif t is not float and t is not bool:
+            return False
+        if key not in keys and scrubber.key_match(key) is not None:
+            return False
+    return True
+
+
+def _has_items(span: ReadableSpan, private: str) -> bool:
+    raw = getattr(span, private, None)
+    if raw is None:
+        return True  # not the SDK's layout: let `_Cleaner` read the public properties
+    # The SDK's BoundedList wraps a deque whose len() is C-level; its own __len__ is Python.
+    return bool(len(getattr(raw, "_dq", raw)))
 
 
 def _plain(value: Any, short: int, scrubber: Scrubber | None) -> bool:

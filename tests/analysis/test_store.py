@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from mastrace.analysis import TraceStore
 from mastrace.exceptions import StoreError
+from mastrace.store import root_files, roots_complete, segment_files
 
 from .conftest import TraceWriter, write_session
 
@@ -34,6 +36,67 @@ def test_latest_and_previous_are_sessions(two_runs: tuple[Path, str, str]) -> No
             first,
             second,
         )
+
+
+NEWER_SESSION = "f" * 32
+
+
+def add_session_by_hand(segment: Path) -> None:
+    """Append a coordination session that starts after every other run, as a bare store line."""
+    start = 2_000_000_000_000_000_000
+    segment.parent.mkdir(parents=True, exist_ok=True)
+    with segment.open("a", encoding="utf-8") as handle:
+        handle.write(
+            json.dumps(
+                {
+                    "trace_id": NEWER_SESSION,
+                    "span_id": "f" * 16,
+                    "start_ns": start,
+                    "end_ns": start + 1_000_000_000,
+                    "created_ns": start,
+                    "span_name": "coordination.session",
+                    "attributes": {},
+                }
+            )
+            + "\n"
+        )
+
+
+def test_latest_is_read_from_the_roots_files_when_every_segment_has_one(
+    two_runs: tuple[Path, str, str],
+) -> None:
+    """With complete roots files, `latest` is found there: a root written only to a segment is not seen."""
+    path, _, second = two_runs
+    assert roots_complete(path)
+    add_session_by_hand(segment_files(path)[0])
+    with TraceStore(path) as store:
+        assert store.resolve("latest") == second
+
+
+def test_latest_scans_the_segments_when_a_segment_has_no_roots_file(two_runs: tuple[Path, str, str]) -> None:
+    """A segment from an older writer (no roots file) makes `latest` scan `records` and find its run."""
+    path, _, second = two_runs
+    add_session_by_hand(path / "segments" / "oldhost-1-1-1.ndjson")
+    assert not roots_complete(path)
+    with TraceStore(path) as store:
+        assert (store.resolve("latest"), store.resolve("previous")) == (NEWER_SESSION, second)
+
+
+def test_a_store_without_roots_files_resolves_latest_and_previous(two_runs: tuple[Path, str, str]) -> None:
+    """A store written before roots files existed still resolves `latest` and `previous` by scanning."""
+    path, first, second = two_runs
+    for roots in root_files(path):
+        roots.unlink()
+    with TraceStore(path) as store:
+        assert (store.resolve("latest"), store.resolve("previous")) == (second, first)
+
+
+def test_previous_is_read_from_the_roots_files(two_runs: tuple[Path, str, str]) -> None:
+    """`previous` is the second newest session listed in the roots files."""
+    path, _, second = two_runs
+    add_session_by_hand(path / "roots" / segment_files(path)[0].name)
+    with TraceStore(path) as store:
+        assert (store.resolve("latest"), store.resolve("previous")) == (NEWER_SESSION, second)
 
 
 def test_prefix_resolves_to_the_full_id(two_runs: tuple[Path, str, str]) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mastrace.store import query
+from mastrace.store import query, root_files, roots_complete, segment_files
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs POSIX signals")
 
@@ -37,6 +37,25 @@ for i in range(count):
         pass
 provider.shutdown()
 sys.exit(0 if exporter.exported_spans == count and exporter.failed_spans == 0 else 1)
+"""
+
+# A writer process: `count` traces of a root and two children, through the BatchSpanProcessor.
+TREE_WRITER = """
+import sys
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from mastrace.store import LocalStoreExporter
+
+store, count, worker = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+provider = TracerProvider()
+provider.add_span_processor(BatchSpanProcessor(LocalStoreExporter(store), schedule_delay_millis=10))
+tracer = provider.get_tracer("concurrency")
+for i in range(count):
+    with tracer.start_as_current_span(f"{worker}-root-{i}"):
+        for child in ("a", "b"):
+            with tracer.start_as_current_span(child):
+                pass
+provider.shutdown()
 """
 
 # A writer that exports batches forever, reporting the running total after each export returns.
@@ -158,3 +177,17 @@ def test_a_torn_line_left_by_a_killed_writer_is_skipped(tmp_path: Path) -> None:
     _, err = follower.communicate(timeout=120)
     assert follower.returncode == 0, err
     assert count(tmp_path) == 310
+
+
+def test_concurrent_writers_each_keep_the_roots_of_their_own_segments(tmp_path: Path) -> None:
+    """3 processes writing at once leave one roots file per segment and `roots` lists every root once."""
+    writers = [spawn(TREE_WRITER, tmp_path, 200, f"w{n}") for n in range(3)]
+    outputs = [w.communicate(timeout=120) for w in writers]
+    assert [w.returncode for w in writers] == [0, 0, 0], [err for _, err in outputs]
+    assert [f.name for f in root_files(tmp_path)] == [f.name for f in segment_files(tmp_path)]
+    assert roots_complete(tmp_path)
+    in_roots = query("SELECT span_id, span_name FROM roots ORDER BY span_id", tmp_path)
+    in_records = query(
+        "SELECT span_id, span_name FROM records WHERE parent_span_id IS NULL ORDER BY span_id", tmp_path
+    )
+    assert len(in_roots) == 600 and in_roots == in_records

@@ -1,4 +1,4 @@
-"""The `records` view: Logfire's columns and types, live segments, torn lines and error mapping."""
+"""The `records` and `roots` views: Logfire's columns and types, live segments, torn lines, errors."""
 
 from __future__ import annotations
 
@@ -14,7 +14,16 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import Tracer
 
 from mastrace.exceptions import StoreError
-from mastrace.store import COLUMN_NAMES, LocalStoreExporter, connect, default_store_path, query, segment_files
+from mastrace.store import (
+    COLUMN_NAMES,
+    LocalStoreExporter,
+    connect,
+    default_store_path,
+    query,
+    root_files,
+    roots_complete,
+    segment_files,
+)
 
 EXPECTED_TYPES = {
     "start_timestamp": "TIMESTAMP",
@@ -66,9 +75,16 @@ def tracer(store: Path) -> Iterator[Tracer]:
     provider.shutdown()
 
 
-def column_types(path: Path) -> dict[str, str]:
+def column_types(path: Path, view: str = "records") -> dict[str, str]:
     with connect(path) as con:
-        return {name: sql_type for name, sql_type, *_ in con.execute("DESCRIBE records").fetchall()}
+        return {name: sql_type for name, sql_type, *_ in con.execute(f"DESCRIBE {view}").fetchall()}
+
+
+def write_tree(tracer: Tracer, root: str) -> None:
+    with tracer.start_as_current_span(root):
+        for child in ("child-a", "child-b"):
+            with tracer.start_as_current_span(child):
+                pass
 
 
 def test_the_view_has_logfire_columns_with_explicit_types(store: Path, tracer: Tracer) -> None:
@@ -210,3 +226,71 @@ def test_store_paths_with_quotes_or_glob_characters_are_read(tmp_path: Path, fol
     with provider.get_tracer("t").start_as_current_span("mine"):
         pass
     assert query("SELECT span_name FROM records", tmp_path / folder) == [{"span_name": "mine"}]
+
+
+def test_roots_has_the_columns_of_records(store: Path, tracer: Tracer) -> None:
+    """`roots` exposes the same columns with the same types as `records`."""
+    assert column_types(store, "roots") == EXPECTED_TYPES
+
+
+def test_roots_holds_exactly_the_root_spans_of_records(store: Path, tracer: Tracer) -> None:
+    """Every row of `roots` is a row of `records` without a parent, and every such row is in it."""
+    write_tree(tracer, "first")
+    write_tree(tracer, "second")
+    in_roots = query("SELECT * FROM roots ORDER BY span_name", store)
+    in_records = query("SELECT * FROM records WHERE parent_span_id IS NULL ORDER BY span_name", store)
+    assert [r["span_name"] for r in in_roots] == ["first", "second"]
+    assert in_roots == in_records
+    assert roots_complete(store)
+
+
+def test_a_store_without_roots_files_gives_an_empty_roots(store: Path, tracer: Tracer) -> None:
+    """A store written before roots files existed reads as an empty `roots`, and is not complete."""
+    write_tree(tracer, "legacy")
+    for path in root_files(store):
+        path.unlink()
+    (store / "roots").rmdir()
+    assert query("SELECT count(*) AS n FROM roots", store) == [{"n": 0}]
+    assert query("SELECT count(*) AS n FROM records", store) == [{"n": 3}]
+    assert not roots_complete(store)
+
+
+def test_roots_are_incomplete_while_any_segment_lacks_its_roots_file(store: Path, tracer: Tracer) -> None:
+    """One segment without a roots file (an older writer) makes `roots_complete` false."""
+    write_tree(tracer, "new")
+    assert roots_complete(store)
+    legacy = store / "segments" / "oldhost-1-1-1.ndjson"
+    legacy.write_bytes((segment_files(store)[0]).read_bytes())
+    assert not roots_complete(store)
+
+
+def test_roots_are_incomplete_when_a_segment_was_deleted(store: Path, tracer: Tracer) -> None:
+    """A roots file that outlived its segment makes `roots_complete` false, as `roots` lists too much."""
+    write_tree(tracer, "pruned")
+    for segment in segment_files(store):
+        segment.unlink()
+    assert query("SELECT count(*) AS n FROM roots", store) == [{"n": 1}]
+    assert not roots_complete(store)
+
+
+def test_roots_files_created_after_connect_are_seen(store: Path, tracer: Tracer) -> None:
+    """Like segments, roots files are matched per query, so a later writer's roots show up."""
+    write_tree(tracer, "early")
+    con = connect(store)
+    try:
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(LocalStoreExporter(store)))
+        write_tree(provider.get_tracer("t"), "late")
+        assert len(root_files(store)) == 2
+        rows = con.execute("SELECT span_name FROM roots ORDER BY span_name").fetchall()
+        assert rows == [("early",), ("late",)]
+    finally:
+        con.close()
+
+
+def test_a_missing_store_gives_an_empty_roots(tmp_path: Path) -> None:
+    """A store that does not exist has an empty `roots` with the full column list."""
+    missing = tmp_path / "nothing-here"
+    assert column_types(missing, "roots") == EXPECTED_TYPES
+    assert query("SELECT count(*) AS n FROM roots", missing) == [{"n": 0}]
+    assert roots_complete(missing)

@@ -295,3 +295,19 @@ def test_a_span_that_cannot_be_encoded_is_counted_not_raised(
     data, failed = RowEncoder().encode([broken, *memory.get_finished_spans()], 0)
     assert failed == 1
     assert [json.loads(line)["span_name"] for line in data.splitlines()] == ["good"]
+
+
+def test_encode_batch_also_gives_the_lines_of_root_spans(
+    tracer: Tracer, memory: InMemorySpanExporter
+) -> None:
+    """`encode_batch` returns every line, and the root spans' lines again, in order; failures in neither."""
+    with tracer.start_as_current_span("root-1"), tracer.start_as_current_span("child"):
+        pass
+    with tracer.start_as_current_span("root-2"):
+        pass
+    broken = ReadableSpan(name="broken", context=None)
+    batch = RowEncoder().encode_batch([broken, *memory.get_finished_spans()], 0)
+    names = [json.loads(line)["span_name"] for line in batch.data.splitlines()]
+    roots = [json.loads(line)["span_name"] for line in batch.roots.splitlines()]
+    assert (names, roots) == (["child", "root-1", "root-2"], ["root-1", "root-2"])
+    assert (batch.encoded, batch.failed) == (3, 1)

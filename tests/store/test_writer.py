@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from mastrace.exceptions import StoreError
-from mastrace.store import LocalStoreExporter, query, segment_files
+from mastrace.store import LocalStoreExporter, query, root_files, roots_complete, segment_files
 
 SEGMENT_NAME = re.compile(r"^(?P<host>[\w.]+)-(?P<pid>\d+)-(?P<ns>\d+)-(?P<seq>\d+)\.ndjson$")
 
@@ -30,6 +30,23 @@ def spans() -> Iterator[list[ReadableSpan]]:
     for i in range(20):
         with tracer.start_as_current_span(f"span-{i}", attributes={"i": i, "text": "x" * 50}):
             pass
+    yield list(memory.get_finished_spans())
+    provider.shutdown()
+
+
+@pytest.fixture
+def tree() -> Iterator[list[ReadableSpan]]:
+    """Two traces: a root with two children, and a root alone."""
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("test")
+    with tracer.start_as_current_span("root-1"):
+        for name in ("child-a", "child-b"):
+            with tracer.start_as_current_span(name):
+                pass
+    with tracer.start_as_current_span("root-2"):
+        pass
     yield list(memory.get_finished_spans())
     provider.shutdown()
 
@@ -162,3 +179,74 @@ def test_a_malformed_span_fails_the_export_but_the_rest_is_written(
     assert result is SpanExportResult.FAILURE
     assert (exporter.exported_spans, exporter.failed_spans) == (3, 1)
     assert query("SELECT count(*) AS n FROM records", tmp_path) == [{"n": 3}]
+
+
+def test_root_spans_are_also_written_to_the_roots_file(tmp_path: Path, tree: list[ReadableSpan]) -> None:
+    """The lines of root spans go to roots/<segment name> too, identical to their segment lines."""
+    exporter = LocalStoreExporter(tmp_path)
+    assert exporter.export(tree) is SpanExportResult.SUCCESS
+    assert exporter.segment is not None and exporter.roots == tmp_path / "roots" / exporter.segment.name
+    roots = lines_of(exporter.roots)
+    assert [json.loads(line)["span_name"] for line in roots] == ["root-1", "root-2"]
+    assert roots == [line for line in lines_of(exporter.segment) if '"parent_span_id"' not in line]
+
+
+def test_the_roots_file_exists_before_the_first_export(tmp_path: Path) -> None:
+    """A new segment's roots file is created with it, empty, so a reader never misses it."""
+    exporter = LocalStoreExporter(tmp_path)
+    assert root_files(tmp_path) == [exporter.roots]
+    assert exporter.roots is not None and exporter.roots.read_bytes() == b""
+    assert roots_complete(tmp_path)
+
+
+def test_roots_files_rotate_with_their_segments(tmp_path: Path, spans: list[ReadableSpan]) -> None:
+    """Every segment started by rotation gets its own roots file of the same name."""
+    exporter = LocalStoreExporter(tmp_path, max_segment_bytes=1)
+    for span in spans[:3]:
+        exporter.export([span])
+    assert [f.name for f in root_files(tmp_path)] == [f.name for f in segment_files(tmp_path)]
+    assert [len(lines_of(f)) for f in root_files(tmp_path)] == [1, 1, 1]
+
+
+def test_a_failed_roots_write_gives_up_the_roots_file_and_keeps_the_spans(
+    tmp_path: Path, tree: list[ReadableSpan], caplog: pytest.LogCaptureFixture
+) -> None:
+    """When the roots file cannot be written, the spans still count as stored and the file is deleted."""
+    exporter = LocalStoreExporter(tmp_path)
+    assert exporter.roots is not None and exporter._roots_fd is not None
+    given_up = exporter.roots
+    read_only = os.open(os.devnull, os.O_RDONLY)  # writes to it fail, as on a full or broken disk
+    os.dup2(read_only, exporter._roots_fd)
+    os.close(read_only)
+    with caplog.at_level("WARNING", logger="mastrace"):
+        assert exporter.export(tree) is SpanExportResult.SUCCESS
+        assert exporter.export(tree) is SpanExportResult.SUCCESS
+    assert (exporter.exported_spans, exporter.failed_spans) == (8, 0)
+    assert not given_up.exists() and not roots_complete(tmp_path)
+    assert query("SELECT count(*) AS n FROM records", tmp_path) == [{"n": 8}]
+    assert len([r for r in caplog.records if "roots file" in r.getMessage()]) == 1
+    assert exporter.roots is not None and len(lines_of(exporter.roots)) == 2  # the next segment's
+
+
+def test_an_unusable_roots_folder_does_not_stop_the_writer(tmp_path: Path, spans: list[ReadableSpan]) -> None:
+    """If the roots folder cannot be created, spans are still stored and readers are told to scan."""
+    (tmp_path / "roots").write_text("not a folder")
+    exporter = LocalStoreExporter(tmp_path)
+    assert exporter.export(spans[:2]) is SpanExportResult.SUCCESS
+    assert exporter.roots is None and not roots_complete(tmp_path)
+    assert query("SELECT count(*) AS n FROM records", tmp_path) == [{"n": 2}]
+
+
+def test_a_failed_segment_write_also_gives_up_its_roots_file(
+    tmp_path: Path, tree: list[ReadableSpan]
+) -> None:
+    """After a failed segment write its roots file is deleted, since it may lack roots that landed."""
+    exporter = LocalStoreExporter(tmp_path)
+    assert exporter.roots is not None and exporter._fd is not None
+    roots = exporter.roots
+    read_only = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(read_only, exporter._fd)
+    os.close(read_only)
+    assert exporter.export(tree) is SpanExportResult.FAILURE
+    assert exporter.failed_spans == 4 and not roots.exists()
+    assert not roots_complete(tmp_path)

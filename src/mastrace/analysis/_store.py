@@ -1,7 +1,9 @@
 """Read runs and spans out of the local store for the analysis and the CLI.
 
 Every query here goes through the store's `records` view, so the same code would run on any
-table with Logfire's columns. Queries are set-based: each one scans the store once.
+table with Logfire's columns, except that `latest` and `previous` are found in the small `roots`
+view when it holds every root span of the store (see `mastrace.store.roots_complete`). Queries are
+set-based: each one scans the store at most once.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 import duckdb
 
 from ..exceptions import StoreError
-from ..store import connect, default_store_path, segment_files
+from ..store import connect, default_store_path, roots_complete, segment_files
 from ._kinds import AGENT_SPAN_SQL
 
 __all__ = ["RunRef", "RunSummary", "SpanRow", "TraceStore"]
@@ -36,10 +38,11 @@ FROM records
 GROUP BY trace_id
 """
 
-# The common case of `latest`/`previous`: only session roots are grouped, so the scan stays light.
+# The common case of `latest`/`previous`: only session roots are grouped, so the scan stays light;
+# on `roots` (every root span, when complete) it reads a few lines instead of the whole store.
 _SESSIONS_SQL = """
 SELECT trace_id, epoch_us(min(start_timestamp)) AS start_us
-FROM records
+FROM {table}
 WHERE span_name = 'coordination.session' AND parent_span_id IS NULL
 GROUP BY trace_id
 ORDER BY start_us DESC
@@ -297,11 +300,9 @@ class TraceStore:
         raise StoreError(f"trace id prefix {ref!r} is ambiguous: {', '.join(found[:2])}, …")
 
     def _by_position(self, position: int, alias: str) -> str:
-        sessions = [
-            RunRef(r["trace_id"], int(r["start_us"]), True) for r in self.rows(_SESSIONS_SQL, [position + 1])
-        ]
-        if len(sessions) > position:
-            return sessions[position].trace_id
+        newest = self._latest_sessions(position + 1)
+        if len(newest) > position:
+            return newest[position]
         refs = self.index()
         if not refs:
             self.ensure_not_empty()
@@ -309,6 +310,18 @@ class TraceStore:
         if position >= len(sessions):
             raise StoreError(f"there is no {alias!r} run: the store at {self.path} has {len(sessions)}")
         return sessions[position].trace_id
+
+    def _latest_sessions(self, limit: int) -> list[str]:
+        """The trace ids of the `limit` newest coordination sessions, newest first."""
+        if roots_complete(self.path):
+            try:
+                return self._session_ids("roots", limit)
+            except StoreError:
+                pass  # a roots file given up by its writer since the check: scan the segments
+        return self._session_ids("records", limit)
+
+    def _session_ids(self, table: str, limit: int) -> list[str]:
+        return [str(r["trace_id"]) for r in self.rows(_SESSIONS_SQL.format(table=table), [limit])]
 
     # -- spans -------------------------------------------------------------------------------------
     def spans(self, trace_id: str) -> list[SpanRow]:

@@ -17,7 +17,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
-from typing import Any
+from typing import Any, NamedTuple
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
@@ -25,7 +25,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from .. import semconv
 from .._transform import span_attributes
 
-__all__ = ["RowEncoder", "span_to_dict"]
+__all__ = ["EncodedBatch", "RowEncoder", "span_to_dict"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _STATUS_NAMES = {StatusCode.UNSET: "UNSET", StatusCode.OK: "OK", StatusCode.ERROR: "ERROR"}
@@ -42,6 +42,23 @@ _COLUMN_KEYS = frozenset(
     }
 )
 _CACHE_LIMIT = 256
+_NOTHING = object()
+
+
+class EncodedBatch(NamedTuple):
+    """One batch of spans as store lines.
+
+    Attributes:
+        data: Every encoded line, as UTF-8 NDJSON.
+        roots: The lines of the root spans (no parent) among them, in the same order.
+        encoded: How many spans were encoded.
+        failed: How many spans could not be encoded (they are in neither `data` nor `roots`).
+    """
+
+    data: bytes
+    roots: bytes
+    encoded: int
+    failed: int
 
 
 def _refuse(value: Any) -> Any:
@@ -186,19 +203,39 @@ class RowEncoder:
         self._resources: dict[int, tuple[Any, str]] = {}
         self._scopes: dict[int, tuple[Any, str]] = {}
         self._schemas: dict[str, tuple[str, ...]] = {}
+        # The scope and resource of the previous span and their encoded fields: consecutive spans
+        # nearly always share both, and two identity tests cost less than two cache look-ups.
+        self._last: tuple[Any, Any, str] = (_NOTHING, _NOTHING, "")
+        # Likewise the trace id: formatting 128 bits as hex costs more than comparing them.
+        self._last_trace: tuple[int, str] = (-1, "")
 
     def encode(self, spans: Iterable[ReadableSpan], created_ns: int) -> tuple[bytes, int]:
         """Encode `spans` as UTF-8 NDJSON; return the bytes and how many spans could not be encoded."""
-        lines = []
+        batch = self.encode_batch(spans, created_ns)
+        return batch.data, batch.failed
+
+    def encode_batch(self, spans: Iterable[ReadableSpan], created_ns: int) -> EncodedBatch:
+        """Encode `spans` as UTF-8 NDJSON, keeping the lines of root spans apart as well."""
+        lines: list[str] = []
+        roots: list[str] = []
         failed = 0
         line = self.line
         for span in spans:
             try:
-                lines.append(line(span, created_ns))
+                text = line(span, created_ns)
             except Exception:
                 failed += 1
+                continue
+            lines.append(text)
+            if span.parent is None:
+                roots.append(text)
         # Lone surrogates cannot be UTF-8; "replace" keeps the JSON valid (they sit inside strings).
-        return "".join(lines).encode("utf-8", "replace"), failed
+        return EncodedBatch(
+            "".join(lines).encode("utf-8", "replace"),
+            "".join(roots).encode("utf-8", "replace"),
+            len(lines),
+            failed,
+        )
 
     def line(self, span: ReadableSpan, created_ns: int) -> str:
         """One NDJSON line (with its newline) for `span`."""
@@ -228,14 +265,29 @@ class RowEncoder:
         parent_field = f'"parent_span_id":"{parent.span_id:016x}",' if parent is not None else ""
         start = span.start_time or created_ns
         end = span.end_time or start
+        scope, resource = span.instrumentation_scope, span.resource
+        last = self._last
+        tail = last[2] if last[0] is scope and last[1] is resource else self._tail(scope, resource)
+        trace_id = ctx.trace_id
+        last_trace = self._last_trace
+        if last_trace[0] == trace_id:
+            trace_hex = last_trace[1]
+        else:
+            trace_hex = f"{trace_id:032x}"
+            self._last_trace = (trace_id, trace_hex)
         return (
-            f'{{"trace_id":"{ctx.trace_id:032x}","span_id":"{ctx.span_id:016x}",'
+            f'{{"trace_id":"{trace_hex}","span_id":"{ctx.span_id:016x}",'
             f'{parent_field}"start_ns":{start},"end_ns":{end},"created_ns":{created_ns},'
             f'"span_name":{encode_basestring(span.name)},"level":{level},"span_type":"{span_type}",'
             f'"otel_kind":"{kind_name}","otel_status_code":"{code_name}","attributes":{_dumps(attrs)}'
-            f"{_fields(extras) if extras else ''}{self._scope(span.instrumentation_scope)}"
-            f"{self._resource(span.resource)}}}\n"
+            f"{_fields(extras) if extras else ''}{tail}}}\n"
         )
+
+    def _tail(self, scope: Any, resource: Any) -> str:
+        """The encoded scope and resource fields, remembered for the next span."""
+        tail = self._scope(scope) + self._resource(resource)
+        self._last = (scope, resource, tail)  # one assignment: other threads see all or nothing
+        return tail
 
     def _logfire_columns(
         self, attrs: Mapping[str, Any], extras: dict[str, Any]

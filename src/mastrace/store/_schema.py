@@ -1,5 +1,10 @@
 """The layout of the local store: segment files on disk and the `records` view over them.
 
+Beside each segment, `roots/<segment name>` holds the lines of the segment's root spans (those with
+no parent), in the same format: the `roots` view reads them with the same columns as `records`, so
+that finding the latest run does not scan every span. A segment written before these files existed
+has none; `roots_complete()` in the reader tells whether segments and roots files pair up.
+
 This module is the only place column names live. Two shapes are described here:
 
 - the *stored fields*: the keys of one NDJSON line in a segment file, written by `_rows.py`. Fields
@@ -22,6 +27,8 @@ from typing import Final
 __all__ = [
     "COLUMNS",
     "COLUMN_NAMES",
+    "ROOTS_DIR",
+    "ROOTS_VIEW_NAME",
     "SEGMENTS_DIR",
     "SEGMENT_SUFFIX",
     "STORED_FIELDS",
@@ -32,7 +39,9 @@ __all__ = [
 ]
 
 VIEW_NAME: Final = "records"
+ROOTS_VIEW_NAME: Final = "roots"
 SEGMENTS_DIR: Final = "segments"
+ROOTS_DIR: Final = "roots"
 SEGMENT_SUFFIX: Final = ".ndjson"
 
 # Stored field -> DuckDB type used when reading the NDJSON segments.
@@ -140,9 +149,14 @@ def empty_source_sql() -> str:
     return f"(SELECT {nulls} WHERE false)"
 
 
-def view_sql(source: str) -> str:
-    """The `CREATE VIEW records` statement over `source` (a `read_json` call or `empty_source_sql()`)."""
+def view_sql(source: str, name: str = VIEW_NAME) -> str:
+    """The `CREATE VIEW` statement for `name` (`records` or `roots`) over `source`.
+
+    Args:
+        source: A `read_json_sql()` call or `empty_source_sql()`.
+        name: The view to create.
+    """
     return (
-        f"CREATE OR REPLACE VIEW {VIEW_NAME} AS SELECT\n    {_select_list()}\n"
+        f"CREATE OR REPLACE VIEW {name} AS SELECT\n    {_select_list()}\n"
         f"FROM {source} AS segments\nWHERE span_id IS NOT NULL"
     )

@@ -4,12 +4,19 @@ Every process writes its own segment files, so any number of processes can write
 once without a lock between them:
 
     <store>/segments/<hostname>-<pid>-<unix_ns>-<seq>.ndjson
+    <store>/roots/<the same name>            the lines of the segment's root spans only
 
 Each `export()` call encodes its whole batch first and hands it to the kernel in a single
 `os.write` on a file opened with `O_APPEND`. Nothing is buffered in the process, so a writer that
 is killed loses only the spans it had not yet been given; at worst the last line of its segment is
 torn, and readers skip that line. A segment is closed and a new one started once it passes
 `max_segment_bytes`, or after a failed write (so that nothing is ever appended after a torn line).
+
+The root spans of the batch then go to the segment's roots file the same way, so that readers
+can find runs without scanning every span. The roots file is created before its segment, so a
+reader never sees a segment without it; when a write fails the roots file is deleted, and readers
+fall back to scanning the segments for as long as any segment has none. A writer killed between
+the two writes leaves that batch's roots out of the roots file.
 """
 
 from __future__ import annotations
@@ -27,8 +34,8 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from .._errors import warn_once
 from ..exceptions import StoreError
-from ._rows import RowEncoder
-from ._schema import SEGMENT_SUFFIX, SEGMENTS_DIR
+from ._rows import EncodedBatch, RowEncoder
+from ._schema import ROOTS_DIR, SEGMENT_SUFFIX, SEGMENTS_DIR
 
 __all__ = ["DEFAULT_SEGMENT_BYTES", "LocalStoreExporter"]
 
@@ -45,7 +52,8 @@ class LocalStoreExporter(SpanExporter):
     """Writes spans to a local store folder that DuckDB reads as the `records` table.
 
     Args:
-        path: The store folder (created if missing). Segments go in its `segments/` subfolder.
+        path: The store folder (created if missing). Segments go in its `segments/` subfolder and
+            the root spans of each segment also in a file of the same name in `roots/`.
         max_segment_bytes: Size after which the current segment is closed and a new one started.
 
     Attributes:
@@ -71,6 +79,7 @@ class LocalStoreExporter(SpanExporter):
     ) -> None:
         self.path = Path(path)
         self.segments_dir = self.path / SEGMENTS_DIR
+        self.roots_dir = self.path / ROOTS_DIR
         self.max_segment_bytes = max_segment_bytes
         self.exported_spans = 0
         self.failed_spans = 0
@@ -78,8 +87,10 @@ class LocalStoreExporter(SpanExporter):
         self._lock = threading.Lock()
         self._host = _safe_hostname()
         self._fd: int | None = None
+        self._roots_fd: int | None = None
         self._fd_pid = 0
         self._segment: Path | None = None
+        self._roots: Path | None = None
         self._size = 0
         self._seq = 0
         self._closed = False
@@ -96,24 +107,29 @@ class LocalStoreExporter(SpanExporter):
         """The segment file currently appended to."""
         return self._segment
 
+    @property
+    def roots(self) -> Path | None:
+        """The roots file of the current segment; None when it could not be written."""
+        return self._roots
+
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         """Append `spans` to the current segment; never raises."""
         if self._closed:
             return SpanExportResult.FAILURE
         try:
-            data, unencodable = self._encoder.encode(spans, time.time_ns())
+            batch = self._encoder.encode_batch(spans, time.time_ns())
         except Exception as exc:
             return self._fail(len(spans), "encode", exc)
-        if unencodable:
-            self._fail(unencodable, "encode", ValueError(f"{unencodable} malformed span(s)"))
-        if data:
+        if batch.failed:
+            self._fail(batch.failed, "encode", ValueError(f"{batch.failed} malformed span(s)"))
+        if batch.data:
             try:
                 with self._lock:
-                    self._append(data)
-                    self.exported_spans += len(spans) - unencodable
+                    self._append(batch)
+                    self.exported_spans += batch.encoded
             except Exception as exc:
-                return self._fail(len(spans) - unencodable, "write", exc)
-        return SpanExportResult.FAILURE if unencodable else SpanExportResult.SUCCESS
+                return self._fail(batch.encoded, "write", exc)
+        return SpanExportResult.FAILURE if batch.failed else SpanExportResult.SUCCESS
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Nothing is buffered in the process: every exported span is already in the kernel's hands."""
@@ -135,36 +151,89 @@ class LocalStoreExporter(SpanExporter):
         )
         return SpanExportResult.FAILURE
 
-    def _append(self, data: bytes) -> None:
+    def _append(self, batch: EncodedBatch) -> None:
         if self._fd is None or self._fd_pid != os.getpid() or self._size >= self.max_segment_bytes:
             # A forked child must not share its parent's segment: it gets one of its own.
             self._close_segment()
             self._open_segment()
         assert self._fd is not None
-        view = memoryview(data)
         try:
-            while view:
-                written = os.write(self._fd, view)
-                view = view[written:]
-                self._size += written
+            self._size += _write_all(self._fd, batch.data)
         except OSError:
-            # Part of a line may be on disk: start a fresh segment so that it stays the last line.
+            # Part of a line may be on disk: start a fresh segment so that it stays the last line. Its
+            # roots file may now miss a root span that did land, so readers must not rely on it.
+            self._drop_roots()
             self._close_segment()
             raise
+        if batch.roots and self._roots_fd is not None:
+            try:
+                _write_all(self._roots_fd, batch.roots)
+            except OSError as exc:
+                # The spans are stored; only the shortcut to their roots is lost for this segment.
+                self._drop_roots()
+                self._close_segment()
+                self._roots_failed(exc)
 
     def _open_segment(self) -> None:
         self.segments_dir.mkdir(parents=True, exist_ok=True)
         pid = os.getpid()
         self._seq += 1
         name = f"{self._host}-{pid}-{time.time_ns()}-{self._seq}{SEGMENT_SUFFIX}"
+        # The roots file first: a reader that sees the segment also sees its roots file.
+        self._open_roots(name)
         segment = self.segments_dir / name
-        self._fd = os.open(segment, _OPEN_FLAGS, 0o644)
+        try:
+            self._fd = os.open(segment, _OPEN_FLAGS, 0o644)
+        except OSError:
+            self._drop_roots()
+            raise
         self._fd_pid = pid
         self._segment = segment
         self._size = 0
 
+    def _open_roots(self, name: str) -> None:
+        roots = self.roots_dir / name
+        try:
+            self.roots_dir.mkdir(parents=True, exist_ok=True)
+            self._roots_fd = os.open(roots, _OPEN_FLAGS, 0o644)
+        except OSError as exc:
+            # The segment is still written; without its roots file, readers scan it instead.
+            self._roots_fd, self._roots = None, None
+            self._roots_failed(exc)
+        else:
+            self._roots = roots
+
+    def _roots_failed(self, exc: OSError) -> None:
+        warn_once(
+            "store.roots",
+            f"mastrace: could not write a roots file of the local store at {self.path}: {exc!r}; "
+            "spans are still stored, and readers scan them all to find runs",
+        )
+
     def _close_segment(self) -> None:
         fd, self._fd = self._fd, None
-        if fd is not None:
+        roots_fd, self._roots_fd = self._roots_fd, None
+        for descriptor in (fd, roots_fd):
+            if descriptor is not None:
+                with contextlib.suppress(OSError):
+                    os.close(descriptor)
+
+    def _drop_roots(self) -> None:
+        """Close and delete the current roots file: readers then scan its segment instead."""
+        roots_fd, self._roots_fd = self._roots_fd, None
+        if roots_fd is not None:
             with contextlib.suppress(OSError):
-                os.close(fd)
+                os.close(roots_fd)
+        roots, self._roots = self._roots, None
+        if roots is not None:
+            with contextlib.suppress(OSError):
+                roots.unlink()
+
+
+def _write_all(fd: int, data: bytes) -> int:
+    """Write all of `data` to `fd` (one `os.write` unless the kernel takes less); return its size."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+    return len(data)

@@ -5,6 +5,11 @@ the store. The view re-lists the segment files on every query, so segments that 
 after `connect()` show up in later queries. Segments may be appended to while they are read: a line
 that is not complete yet (or was torn by a killed writer) is skipped.
 
+A second view, `roots`, has the same columns and holds only root spans (no parent), read from the
+small roots files that writers keep beside their segments. It matches the root spans of `records`
+only when `roots_complete()` is true; otherwise (a store written by an older version, after a
+failed write, or with segments deleted) select `WHERE parent_span_id IS NULL` from `records`.
+
 Example:
     ```python
     from mastrace.store import query
@@ -26,9 +31,18 @@ from typing import Any
 import duckdb
 
 from ..exceptions import StoreError
-from ._schema import SEGMENT_SUFFIX, SEGMENTS_DIR, empty_source_sql, read_json_sql, view_sql
+from ._schema import (
+    ROOTS_DIR,
+    ROOTS_VIEW_NAME,
+    SEGMENT_SUFFIX,
+    SEGMENTS_DIR,
+    VIEW_NAME,
+    empty_source_sql,
+    read_json_sql,
+    view_sql,
+)
 
-__all__ = ["connect", "default_store_path", "query", "segment_files"]
+__all__ = ["connect", "default_store_path", "query", "root_files", "roots_complete", "segment_files"]
 
 ENV_STORE_DIR = "MASTRACE_DIR"
 DEFAULT_DIR_NAME = ".mastrace"
@@ -49,20 +63,51 @@ def _store_path(path: str | os.PathLike[str] | None) -> Path:
     return default_store_path() if path is None else Path(path).expanduser().absolute()
 
 
-def segment_files(path: str | os.PathLike[str] | None = None) -> list[Path]:
-    """The segment files of the store at `path` (default: `default_store_path()`), sorted by name."""
-    folder = _store_path(path) / SEGMENTS_DIR
+def _files(folder: Path) -> list[Path]:
     if not folder.is_dir():
         return []
     return sorted(p for p in folder.iterdir() if p.name.endswith(SEGMENT_SUFFIX) and p.is_file())
 
 
+def segment_files(path: str | os.PathLike[str] | None = None) -> list[Path]:
+    """The segment files of the store at `path` (default: `default_store_path()`), sorted by name."""
+    return _files(_store_path(path) / SEGMENTS_DIR)
+
+
+def root_files(path: str | os.PathLike[str] | None = None) -> list[Path]:
+    """The roots files of the store at `path` (default: `default_store_path()`), sorted by name."""
+    return _files(_store_path(path) / ROOTS_DIR)
+
+
+def roots_complete(path: str | os.PathLike[str] | None = None) -> bool:
+    """Whether `roots` holds exactly the root spans of `records`: roots files and segments pair up.
+
+    Writers create a segment's roots file before the segment, so a segment seen without one was
+    written by an older version or lost its roots file after a failed write; a roots file without
+    its segment outlived a segment that was deleted.
+    """
+    store = _store_path(path)
+    return [p.name for p in root_files(store)] == [p.name for p in segment_files(store)]
+
+
+def _source(store: Path, folder: str) -> str:
+    """The `read_json` source over the store's files in `folder`, or an empty relation."""
+    files = _files(store / folder)
+    if not files:
+        return empty_source_sql()
+    if any(c in str(store) for c in _GLOB_CHARS):
+        # DuckDB globs cannot escape these: list today's files instead of matching per query.
+        return read_json_sql([str(f) for f in files])
+    # Files are matched per query, so files written later are seen too.
+    return read_json_sql(str(store / folder / f"*{SEGMENT_SUFFIX}"))
+
+
 def connect(path: str | os.PathLike[str] | None = None) -> duckdb.DuckDBPyConnection:
-    """Open an in-memory DuckDB connection with a `records` view over the store.
+    """Open an in-memory DuckDB connection with `records` and `roots` views over the store.
 
     A missing or empty store gives an empty `records` with the same columns, and so does not see
     segments created after `connect()`: open a new connection then. The same holds for a store path
-    containing glob characters (`*?[]{}`). The session time zone
+    containing glob characters (`*?[]{}`), and for `roots` and the roots files. The session time zone
     is UTC, so `start_timestamp > now() - interval '1 hour'` compares like Logfire does. Close the
     connection when done (it is also a context manager).
 
@@ -74,18 +119,10 @@ def connect(path: str | os.PathLike[str] | None = None) -> duckdb.DuckDBPyConnec
         them to `StoreError`.
 
     Raises:
-        StoreError: DuckDB could not create the view.
+        StoreError: DuckDB could not create the views.
     """
     store = _store_path(path)
-    files = segment_files(store)
-    if not files:
-        source = empty_source_sql()
-    elif any(c in str(store) for c in _GLOB_CHARS):
-        # DuckDB globs cannot escape these: list today's segments instead of matching per query.
-        source = read_json_sql([str(f) for f in files])
-    else:
-        # Files are matched per query, so segments written later are seen too.
-        source = read_json_sql(str(store / SEGMENTS_DIR / f"*{SEGMENT_SUFFIX}"))
+    source, roots_source = _source(store, SEGMENTS_DIR), _source(store, ROOTS_DIR)
     try:
         con = duckdb.connect(":memory:")
     except duckdb.Error as exc:  # pragma: no cover - an in-memory database has nothing to fail on
@@ -93,7 +130,8 @@ def connect(path: str | os.PathLike[str] | None = None) -> duckdb.DuckDBPyConnec
     try:
         # Timestamps are naive UTC: comparing them with now() must happen in UTC too.
         con.execute("SET TimeZone = 'UTC'")
-        con.execute(view_sql(source))
+        con.execute(view_sql(source, VIEW_NAME))
+        con.execute(view_sql(roots_source, ROOTS_VIEW_NAME))
     except duckdb.Error as exc:
         con.close()
         raise StoreError(f"cannot open the local store at {store}: {exc}") from exc
