@@ -253,7 +253,7 @@ def test_invalid_values_are_coerced() -> None:
 def test_logfire_keys_are_untouched(
     tracer: Tracer, exporter: InMemorySpanExporter, scrubber: Scrubber
 ) -> None:
-    """Logfire rendering keys keep their exact values."""
+    """Logfire rendering keys keep their exact values; only the free-text message is scrubbed."""
     attrs = {
         semconv.LOGFIRE_MSG: "password=hunter22",
         semconv.LOGFIRE_JSON_SCHEMA: json_schema(["x"]),
@@ -261,7 +261,8 @@ def test_logfire_keys_are_untouched(
     }
     span = _record(tracer, exporter, {**attrs, "password": "hunter22"})
     out = prepare_span(span, scrubber, LIMITS)
-    assert out.attributes[semconv.LOGFIRE_MSG] == "password=hunter22"
+    assert "hunter22" not in out.attributes[semconv.LOGFIRE_MSG]
+    assert out.attributes[semconv.LOGFIRE_MSG].startswith("password=")
     assert out.attributes[semconv.LOGFIRE_JSON_SCHEMA] == attrs[semconv.LOGFIRE_JSON_SCHEMA]
 
 
@@ -352,3 +353,29 @@ def test_arbitrary_values_yield_valid_attributes(
         "properties"
     ]:
         json.loads(out.attributes[key])
+
+
+def test_span_name_message_and_event_names_are_scrubbed(
+    tracer: Tracer, exporter: InMemorySpanExporter, scrubber: Scrubber
+) -> None:
+    """Free text outside attribute values (span name, `logfire.msg`, event names) loses its secrets."""
+    key = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0K1l2"
+    with tracer.start_as_current_span(f"call https://bob:hunter2pass@db.example.com with {key}") as span:
+        span.set_attribute(semconv.LOGFIRE_MSG, f"retrying with Bearer abcdefgh12345678 key={key}")
+        span.add_event(f"token {key}")
+    prepared = prepare_span(exporter.get_finished_spans()[0], scrubber, Limits())
+    text = prepared.to_json()
+    assert key not in text and "hunter2pass" not in text and "abcdefgh12345678" not in text
+    assert prepared.name.startswith("call https://bob:[Scrubbed")
+    scrubbed = json.loads((prepared.attributes or {})[semconv.MASTRACE_SCRUBBED])
+    assert "span_name" in scrubbed and "otel_events[0].name" in scrubbed
+
+
+def test_plain_span_names_keep_the_fast_path(
+    tracer: Tracer, exporter: InMemorySpanExporter, scrubber: Scrubber
+) -> None:
+    """A span whose name holds no secret shape is returned as it is."""
+    with tracer.start_as_current_span("agent.agent_a.round_0"):
+        pass
+    span = exporter.get_finished_spans()[0]
+    assert prepare_span(span, scrubber, Limits()) is span

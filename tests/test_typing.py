@@ -21,8 +21,11 @@ def test_a_scrub_callback_receives_a_scrub_match() -> None:
         return match.value
 
     callback: mt.ScrubCallback = keep
-    with capture_spans(scrubbing=mastrace.ScrubbingOptions(callback=callback)) as spans:
-        with mastrace.get_tracer().span("s", attributes={"password": "not-really-secret"}):
-            pass
+    options = mastrace.ScrubbingOptions(callback=callback)
+    with (
+        capture_spans(scrubbing=options) as spans,
+        mastrace.get_tracer().span("s", attributes={"password": "not-really-secret"}),
+    ):
+        pass
     assert spans.one("s").attributes["password"] == "not-really-secret"
     assert seen and isinstance(seen[0], mt.ScrubMatch)

@@ -261,7 +261,7 @@ class Span:
         current = var.get()
         if current is not self._ctx and self._ctx is not None:
             inner = current.get(_SPAN_KEY)
-            if inner is not None and inner.is_recording():
+            if isinstance(inner, trace.Span) and inner.is_recording():
                 # Exited before a span opened inside it (generators closed late): the inner span stays
                 # current until it ends; then the context it restores, ours, is repaired to our parent.
                 bump("out_of_order_exits")

@@ -32,12 +32,14 @@ _SHORT = 8  # shorter strings hold no secret shape
 _SCREENED = 1_024
 _SPAN_ROOT: JsonPath = ("attributes",)
 _UNTOUCHED = frozenset({semconv.MASTRACE_SCRUBBED, semconv.MASTRACE_TRUNCATED})
+_MESSAGE_KEYS = frozenset({semconv.LOGFIRE_MSG, semconv.LOGFIRE_MSG_TEMPLATE})
 
 
 def prepare_span(span: ReadableSpan, scrubber: Scrubber | None, limits: Limits) -> ReadableSpan:
     """Return `span` with secrets scrubbed, values made valid OTel types, and sizes capped.
 
-    Span name, ids, kind, times, resource, scope and every `logfire.*` key are kept as they are.
+    Ids, kind, times, resource, scope and the `logfire.*` keys are kept as they are, except that
+    free text (the span name, event names, `logfire.msg`) is scrubbed of secret-shaped values.
     When nothing needs changing the span itself is returned. Never raises: on an internal
     failure the original span is returned and the failure is logged once.
 
@@ -100,6 +102,8 @@ def _untouched(span: ReadableSpan, scrubber: Scrubber | None, limits: Limits) ->
     checked inline, as `_plain` and `Scrubber.key_match` would, using the scrubber's caches.
     """
     if _has_items(span, "_events") or _has_items(span, "_links") or span.status.description:
+        return False
+    if scrubber is not None and not (span.name in scrubber.plain_texts or scrubber.is_plain_text(span.name)):
         return False
     attrs = span_attributes(span)
     if len(attrs) > limits.max_attributes:
@@ -185,12 +189,13 @@ class _Cleaner:
         events = self.events(span.events)
         links = self.links(span.links)
         status = self.status(span.status)
-        if attrs is None and events is None and links is None and status is None:
+        name = self.text_value(span.name, ("span_name",))
+        if attrs is None and events is None and links is None and status is None and name == span.name:
             return span
         attributes = dict(span.attributes or {}) if attrs is None else attrs
         self.annotate(attributes)
         return ReadableSpan(
-            name=span.name,
+            name=name,
             context=span.context,
             parent=span.parent,
             resource=span.resource,
@@ -205,16 +210,26 @@ class _Cleaner:
             instrumentation_scope=span.instrumentation_scope,
         )
 
+    def text_value(self, value: Any, path: JsonPath) -> Any:
+        """A free-text value (a name, a message) with secret shapes scrubbed; other types as they are."""
+        if self.scrubber is None or not isinstance(value, str) or self.scrubber.is_plain_text(value):
+            return value
+        return self.scrubber._scrub_text(value, path, self.trail)  # records the path in the trail
+
     def events(self, events: Sequence[Event]) -> list[Event] | None:
         changed = False
         out: list[Event] = []
         for i, event in enumerate(events):
             attrs = self.attributes(event.attributes or {}, ("otel_events", i, "attributes"))
-            if attrs is None:
+            name = self.text_value(event.name, ("otel_events", i, "name"))
+            if attrs is None and name == event.name:
                 out.append(event)
                 continue
             changed = True
-            out.append(Event(event.name, _with_dropped(attrs, event.dropped_attributes), event.timestamp))
+            new_attrs = _with_dropped(
+                attrs if attrs is not None else dict(event.attributes or {}), event.dropped_attributes
+            )
+            out.append(Event(name, new_attrs, event.timestamp))
         return out if changed else None
 
     def links(self, links: Sequence[Link]) -> list[Link] | None:
@@ -263,6 +278,8 @@ class _Cleaner:
         return out
 
     def value(self, key: str, value: Any, root: JsonPath) -> Any:
+        if key in _MESSAGE_KEYS:  # free text shown as the record's message: scrubbed by value shape
+            return self.text_value(value, (*root, key))
         if key.startswith("logfire.") or key in _UNTOUCHED:
             return value
         coerced, is_json = coerce_value(value)

@@ -276,8 +276,7 @@ def test_resource_and_prompt_calls_are_traced(instrumented: None, mastrace_spans
 
     _run_client(body)
     assert (
-        mastrace_spans.attributes("mcp.inproc.resources/read")[semconv.MCP_RESOURCE_URI]
-        == "res://greeting"
+        mastrace_spans.attributes("mcp.inproc.resources/read")[semconv.MCP_RESOURCE_URI] == "res://greeting"
     )
     assert mastrace_spans.attributes("mcp.inproc.prompts/get")[semconv.GEN_AI_PROMPT_NAME] == "hello"
 
