@@ -516,23 +516,33 @@ class Tracer:
         Example:
             >>> mastrace.get_tracer().event("Coordination event: winner_selected", winner="agent_a")
         """
-        otel = self._otel if self._gen == STATE.generation else self._otel_tracer()
-        if otel is None:
-            return
         with handle_internal_errors("event"):
-            attrs: dict[str, Any] = {
-                semconv.LOGFIRE_SPAN_TYPE: "log",
-                semconv.LOGFIRE_MSG: name,
-                semconv.LOGFIRE_LEVEL_NUM: _LEVELS.get(level, semconv.LEVEL_INFO),
-            }
-            attrs.update(attributes)
-            span = Span(otel, name, attrs, None, None).start(attach=False)
-            otel_span = span.otel_span
-            if otel_span is not None:
-                if level in ("error",):
-                    otel_span.set_status(Status(StatusCode.ERROR, name))
-                start = getattr(otel_span, "start_time", None) or time.time_ns()
-                span.end(end_time=start)
+            self._log(name, attributes, level=level)
+
+    def _log(
+        self,
+        name: str,
+        attributes: Mapping[str, Any],
+        *,
+        level: str = "info",
+        links: Sequence[Any] | None = None,
+    ) -> SpanContext | None:
+        """Record a zero-duration log span (what `event` does); returns its context, for links."""
+        attrs: dict[str, Any] = {
+            semconv.LOGFIRE_SPAN_TYPE: "log",
+            semconv.LOGFIRE_MSG: name,
+            semconv.LOGFIRE_LEVEL_NUM: _LEVELS.get(level, semconv.LEVEL_INFO),
+            **attributes,
+        }
+        span = self.start_span(name, attrs, links=links)
+        otel_span = span.otel_span
+        if otel_span is None:
+            return None
+        if level == "error":
+            otel_span.set_status(Status(StatusCode.ERROR, name))
+        ctx = span.span_context
+        span.end(end_time=getattr(otel_span, "start_time", None) or time.time_ns())
+        return ctx
 
     def start_span(
         self,

@@ -18,7 +18,6 @@ Example:
 from __future__ import annotations
 
 import contextvars
-import time
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
@@ -27,7 +26,7 @@ from opentelemetry.trace import SpanContext
 
 from .. import semconv
 from .._errors import handle_internal_errors
-from .._tracer import NOOP_SPAN, NoOpSpan, Span, Tracer, get_tracer
+from .._tracer import NoOpSpan, Span, Tracer, get_tracer
 from ..registry import Registry
 from ..usage import Usage, UsageAccumulator, credit_usage, pop_sink, push_sink, usage_attributes
 
@@ -80,22 +79,7 @@ def current_session() -> CoordinationSession | None:
 
 def _log_span(name: str, attrs: Mapping[str, Any], links: Sequence[Any] | None = None) -> SpanContext | None:
     """A zero-duration log record (like `Tracer.event`) that returns its span context for links."""
-    span = mixin_tracer().start_span(
-        name,
-        {
-            semconv.LOGFIRE_SPAN_TYPE: "log",
-            semconv.LOGFIRE_MSG: name,
-            semconv.LOGFIRE_LEVEL_NUM: semconv.LEVEL_INFO,
-            **attrs,
-        },
-        links=links,
-    )
-    if span is NOOP_SPAN:
-        return None
-    ctx = span.span_context
-    otel = span.otel_span
-    span.end(end_time=getattr(otel, "start_time", None) or time.time_ns())
-    return ctx
+    return mixin_tracer()._log(name, attrs, links=links)
 
 
 class CoordinationSession(SpanHandle):
