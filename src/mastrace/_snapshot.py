@@ -26,6 +26,8 @@ from decimal import Decimal
 from pathlib import PurePath
 from typing import Any, TypeAlias, Union
 
+from opentelemetry.util.types import AttributeValue
+
 __all__ = [
     "CYCLE_MARKER",
     "DEPTH_MARKER",
@@ -34,6 +36,7 @@ __all__ = [
     "Limits",
     "cap_json",
     "cap_string",
+    "coerce_value",
     "dumps_json",
     "json_schema",
     "safe_repr",
@@ -476,3 +479,46 @@ def _preview_object(text: str, limit: int) -> str:
             return out
         # Escaping can lengthen the preview; shrink in proportion and try again.
         budget = max(budget - (len(out) - limit) - 8, 0)
+
+
+# -- OpenTelemetry attribute values -----------------------------------------------------------------
+_INT_MIN, _INT_MAX = -(2**63), 2**63 - 1  # OTLP carries attribute ints as int64
+_PRIMITIVES = (str, bool, int, float)
+
+
+def coerce_value(value: Any) -> tuple[AttributeValue | None, bool]:
+    """A valid OpenTelemetry attribute value for `value`, and whether it became a JSON string.
+
+    `None` gives `(None, False)`: the attribute is dropped.
+    """
+    t = type(value)
+    if t is str or t is bool or t is float:
+        return value, False
+    if t is int:
+        return (value, False) if _INT_MIN <= value <= _INT_MAX else (str(to_json_value(value)), False)
+    if value is None:
+        return None, False
+    if t is tuple or t is list:
+        return _coerce_sequence(value)
+    for base in _PRIMITIVES:  # subclasses: enums with a str/int mixin, numpy scalars
+        if isinstance(value, base):
+            return coerce_value(base.__str__(value) if base is str else base(value))
+    if isinstance(value, (Mapping, Set, list, tuple)):
+        return dumps_json(value), True
+    encoded = to_json_value(value)
+    if isinstance(encoded, (dict, list)):  # dataclasses, pydantic models, other containers
+        return dumps_json(encoded), True
+    return coerce_value(encoded)
+
+
+def _coerce_sequence(value: Sequence[Any]) -> tuple[AttributeValue | None, bool]:
+    kinds = {type(v) for v in value if v is not None}
+    if not kinds:
+        return tuple(value), False  # empty, or only None (allowed inside OTel sequences)
+    if len(kinds) == 1:
+        kind = next(iter(kinds))
+        if kind is int and any(v is not None and not _INT_MIN <= v <= _INT_MAX for v in value):
+            return tuple(None if v is None else str(v) for v in value), False
+        if kind in _PRIMITIVES:
+            return (value if type(value) is tuple else tuple(value)), False
+    return dumps_json(value), True

@@ -13,7 +13,6 @@ import contextvars
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import suppress
-from enum import Enum
 from types import TracebackType
 from typing import Any, Literal
 
@@ -25,7 +24,7 @@ from opentelemetry.util.types import AttributeValue
 
 from . import semconv
 from ._errors import handle_internal_errors, log_internal_error
-from ._snapshot import dumps_json, json_schema
+from ._snapshot import coerce_value, json_schema
 from ._state import STATE, bump
 
 __all__ = ["NOOP_SPAN", "NoOpSpan", "Span", "Tracer", "get_tracer"]
@@ -44,7 +43,6 @@ _EMPTY = Context()
 # restore)) and repair it the next time a span starts there. Bounded: oldest entries are dropped.
 _STALE: dict[int, tuple[Context, Context]] = {}
 _MAX_STALE = 1024
-_PRIMITIVE = (str, bool, int, float)
 _LEVELS = {
     "debug": 5,
     "info": semconv.LEVEL_INFO,
@@ -57,24 +55,10 @@ _LEVELS = {
 def coerce_attribute(value: Any) -> tuple[AttributeValue | None, bool]:
     """Turn any value into a valid OpenTelemetry attribute value.
 
-    Returns the value and whether it was encoded as a JSON string. `None` is dropped.
+    Returns the value and whether it was encoded as a JSON string. `None` is dropped. The same
+    coercion the export path applies, so a value is encoded once, here, on the caller's thread.
     """
-    t = type(value)
-    if t is str or t is int or t is float or t is bool:
-        return value, False
-    if value is None:
-        return None, False
-    if (t is list or t is tuple) and value:
-        first = type(value[0])
-        if first in _PRIMITIVE and all(type(v) is first for v in value):
-            return tuple(value), False
-    if isinstance(value, Enum):
-        inner = value.value
-        return (inner if type(inner) in _PRIMITIVE else str(value)), False
-    for base in _PRIMITIVE:  # subclasses of str/bool/int/float
-        if isinstance(value, base):
-            return base(value), False
-    return dumps_json(value), True
+    return coerce_value(value)
 
 
 def _clean_attributes(

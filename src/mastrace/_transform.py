@@ -9,7 +9,7 @@ attributes are small, valid and secret-free are returned as they are; otherwise 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Mapping, Sequence
 from itertools import islice
 from typing import Any
 
@@ -17,17 +17,14 @@ from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util import BoundedList
 from opentelemetry.trace import Link, Status, StatusCode
-from opentelemetry.util.types import AttributeValue
 
 from . import semconv
 from ._errors import log_internal_error
 from ._scrubbing import JsonPath, Scrubber, ScrubTrail
-from ._snapshot import Limits, cap_json, cap_string, dumps_json, schema_for, to_json_value
+from ._snapshot import _INT_MAX, _INT_MIN, Limits, cap_json, cap_string, coerce_value, dumps_json, schema_for
 
 __all__ = ["coerce_value", "prepare_span"]
 
-_INT_MIN, _INT_MAX = -(2**63), 2**63 - 1  # OTLP carries attribute ints as int64
-_PRIMITIVES = (str, bool, int, float)
 _SHORT = 8  # shorter strings hold no secret shape
 _SCREENED = 1_024
 _SPAN_ROOT: JsonPath = ("attributes",)
@@ -55,44 +52,6 @@ def prepare_span(span: ReadableSpan, scrubber: Scrubber | None, limits: Limits) 
     except Exception as exc:
         log_internal_error("prepare_span", exc)
         return span
-
-
-def coerce_value(value: Any) -> tuple[AttributeValue | None, bool]:
-    """A valid OpenTelemetry attribute value for `value`, and whether it became a JSON string.
-
-    `None` gives `(None, False)`: the attribute is dropped.
-    """
-    t = type(value)
-    if t is str or t is bool or t is float:
-        return value, False
-    if t is int:
-        return (value, False) if _INT_MIN <= value <= _INT_MAX else (str(to_json_value(value)), False)
-    if value is None:
-        return None, False
-    if t is tuple or t is list:
-        return _coerce_sequence(value)
-    for base in _PRIMITIVES:  # subclasses: enums with a str/int mixin, numpy scalars
-        if isinstance(value, base):
-            return coerce_value(base.__str__(value) if base is str else base(value))
-    if isinstance(value, (Mapping, Set, list, tuple)):
-        return dumps_json(value), True
-    encoded = to_json_value(value)
-    if isinstance(encoded, (dict, list)):  # dataclasses, pydantic models, other containers
-        return dumps_json(encoded), True
-    return coerce_value(encoded)
-
-
-def _coerce_sequence(value: Sequence[Any]) -> tuple[AttributeValue | None, bool]:
-    kinds = {type(v) for v in value if v is not None}
-    if not kinds:
-        return tuple(value), False  # empty, or only None (allowed inside OTel sequences)
-    if len(kinds) == 1:
-        kind = next(iter(kinds))
-        if kind is int and any(v is not None and not _INT_MIN <= v <= _INT_MAX for v in value):
-            return tuple(None if v is None else str(v) for v in value), False
-        if kind in _PRIMITIVES:
-            return (value if type(value) is tuple else tuple(value)), False
-    return dumps_json(value), True
 
 
 def _untouched(span: ReadableSpan, scrubber: Scrubber | None, limits: Limits) -> bool:
