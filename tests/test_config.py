@@ -90,9 +90,9 @@ def test_mastrace_dir_moves_the_local_store(monkeypatch: pytest.MonkeyPatch, tmp
 
 
 def test_mastrace_local_0_turns_the_store_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    """MASTRACE_LOCAL=0 configures no local destination."""
+    """MASTRACE_LOCAL=0 configures no local destination when `local` is not passed."""
     monkeypatch.setenv("MASTRACE_LOCAL", "0")
-    captured(local=True)
+    mastrace.configure(exporters=[InMemorySpanExporter()], synchronous=True)
     assert "local" not in destination_names()
     assert not (Path.cwd() / ".mastrace").exists()
 
@@ -153,7 +153,7 @@ def test_flush_interval_from_the_environment(monkeypatch: pytest.MonkeyPatch) ->
     """MASTRACE_FLUSH_INTERVAL and MASTRACE_MAX_QUEUE_SIZE reach the settings."""
     monkeypatch.setenv("MASTRACE_FLUSH_INTERVAL", "0.25")
     monkeypatch.setenv("MASTRACE_MAX_QUEUE_SIZE", "1000")
-    mastrace.configure(local=False)
+    mastrace.configure(local=False, exporters=[InMemorySpanExporter()])
     settings = _config._RT.settings
     assert settings is not None and (settings.flush_interval, settings.max_queue_size) == (0.25, 1000)
 
@@ -227,9 +227,9 @@ def test_traceparent_continues_the_parent_trace(monkeypatch: pytest.MonkeyPatch)
 
 def test_configure_twice_with_the_same_arguments_keeps_the_pipeline() -> None:
     """A repeated identical configure() is a no-op."""
-    mastrace.configure(local=False, console=False)
+    mastrace.configure(local=False, console=True)
     pipeline = _config._RT.pipeline
-    mastrace.configure(local=False, console=False)
+    mastrace.configure(local=False, console=True)
     assert _config._RT.pipeline is pipeline
 
 

@@ -1,21 +1,8 @@
 """`configure()`, its environment variables, and the one function that wires the pipeline.
 
-Every argument of `configure()` can also come from the environment; an explicit argument wins.
-
-| argument            | environment variable                                   | default          |
-|---------------------|--------------------------------------------------------|------------------|
-| `service_name`      | `OTEL_SERVICE_NAME`                                    | script name      |
-| `local`             | `MASTRACE_DIR` (a path), `MASTRACE_LOCAL=0` to disable | `./.mastrace`    |
-| `otlp`              | `MASTRACE_OTLP`, else `OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT` | off        |
-| `logfire`           | `MASTRACE_LOGFIRE=1`, or `LOGFIRE_TOKEN` unless `MASTRACE_LOGFIRE=0` | off |
-| `console`           | `MASTRACE_CONSOLE=1`                                   | off              |
-| `scrubbing`         | `MASTRACE_SCRUBBING=0` to disable                      | on               |
-| `sample_rate`       | `MASTRACE_SAMPLE_RATE`                                 | 1.0              |
-| `propagate_threads` | `MASTRACE_PROPAGATE_THREADS=0` to disable              | on               |
-| `flush_interval`    | `MASTRACE_FLUSH_INTERVAL` (seconds)                    | 0.5              |
-| `max_queue_size`    | `MASTRACE_MAX_QUEUE_SIZE` (spans per destination)      | 200000           |
-| (exit)              | `MASTRACE_SHUTDOWN_TIMEOUT`: bound on the flush at exit | 5 seconds       |
-| (everything)        | `MASTRACE_DISABLED=1`: every call is a no-op           |                  |
+Every argument of `configure()` can also come from the environment. The parameters, their
+variables, defaults and accepted values are one table, `_settings.PARAMS`; the precedence is
+explicit argument, then environment, then default. `MASTRACE_DISABLED=1` makes every call a no-op.
 
 The OTLP exporter also reads the standard `OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL`, `_HEADERS`,
 `_TIMEOUT` and `_COMPRESSION`; resource attributes come from `OTEL_RESOURCE_ATTRIBUTES`.
@@ -30,7 +17,8 @@ import signal
 import sys
 import threading
 import uuid
-from collections.abc import Sequence
+import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,36 +30,22 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 
-from . import _context, semconv
+from . import _context, _settings, semconv
 from ._errors import log_internal_error
 from ._pipeline import Destination, FlushResult, Pipeline, SwitchProcessor
 from ._scrubbing import Scrubber, ScrubbingOptions
+from ._settings import UNSET, UnsetType
 from ._snapshot import Limits
 from ._state import STATE
 from ._transform import prepare_span
-from .exceptions import ConfigError
+from .exceptions import MastraceWarning
 
 __all__ = ["configure", "force_flush", "is_configured", "shutdown"]
-
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
-
-
-def _env_flag(name: str) -> bool | None:
-    value = os.environ.get(name)
-    if value is None or value.strip() == "":
-        return None
-    value = value.strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise ConfigError(f"{name}={value!r}: expected one of 1/0/true/false/yes/no/on/off")
 
 
 def disabled_by_env() -> bool:
     """Whether `MASTRACE_DISABLED` asks for every call to be a no-op."""
-    return bool(_env_flag("MASTRACE_DISABLED"))
+    return _settings.resolve(_settings.DISABLED, UNSET, os.environ)
 
 
 @dataclass(frozen=True)
@@ -90,127 +64,70 @@ class Settings:
     flush_interval: float = 0.5
     max_queue_size: int = 200_000
     synchronous: bool = False
+    shutdown_timeout: float = 5.0
     limits: Limits = field(default_factory=Limits)
 
 
-def _env_number(name: str, kind: type[float] | type[int]) -> float | int | None:
-    value = os.environ.get(name, "").strip()
-    if not value:
-        return None
-    try:
-        return kind(value)
-    except ValueError:
-        raise ConfigError(f"{name}={value!r}: expected a number") from None
-
-
-def _resolve(**kw: Any) -> Settings:
-    service_name = kw["service_name"] or os.environ.get("OTEL_SERVICE_NAME") or _default_service_name()
-    rate = _number("sample_rate", kw["sample_rate"], "MASTRACE_SAMPLE_RATE", float, 1.0, 0.0, 1.0)
-    interval = _number("flush_interval", kw["flush_interval"], "MASTRACE_FLUSH_INTERVAL", float, 0.5, 0.001)
-    queue = int(_number("max_queue_size", kw["max_queue_size"], "MASTRACE_MAX_QUEUE_SIZE", int, 200_000, 1))
-    propagate = kw["propagate_threads"]
-    if propagate is None:
-        propagate = _env_flag("MASTRACE_PROPAGATE_THREADS") is not False
+def _resolve(arguments: Mapping[str, object]) -> Settings:
+    """Each parameter from its argument, else the environment, else the default (see `_settings`)."""
+    env = os.environ
+    values = {
+        p.name: _settings.resolve_from(p, arguments[p.name], env) for p in _settings.PARAMS if p.argument
+    }
+    local, _ = values["local"]
+    otlp, _ = values["otlp"]
+    logfire, logfire_source = values["logfire"]
+    scrubbing, _ = values["scrubbing"]
+    if logfire and logfire_source == "LOGFIRE_TOKEN" and not _logfire_installed():
+        # The token may be there for a collector or another tool: degrade, don't fail the app.
+        warnings.warn(
+            "mastrace: LOGFIRE_TOKEN is set but the logfire package is not installed, so spans are "
+            "not sent to Logfire; install it with: pip install 'mastrace[logfire]' "
+            "(or set MASTRACE_LOGFIRE=0 to silence this)",
+            MastraceWarning,
+            stacklevel=3,
+        )
+        logfire = False
     return Settings(
-        service_name=service_name,
-        local=_resolve_local(kw["local"]),
-        otlp=_resolve_otlp(kw["otlp"]),
-        logfire=_resolve_logfire(kw["logfire"]),
-        console=bool(kw["console"] or _env_flag("MASTRACE_CONSOLE")),
-        scrubbing=_resolve_scrubbing(kw["scrubbing"]),
-        sample_rate=float(rate),
-        propagate_threads=bool(propagate),
-        exporters=tuple(kw["exporters"]),
-        flush_interval=float(interval),
-        max_queue_size=queue,
-        synchronous=bool(kw["synchronous"]),
+        service_name=values["service_name"][0],
+        local=_local_path(local),
+        otlp=_otlp_endpoint(otlp),
+        logfire=logfire or None,
+        console=values["console"][0],
+        scrubbing=None if scrubbing is False else ScrubbingOptions() if scrubbing is True else scrubbing,
+        sample_rate=values["sample_rate"][0],
+        propagate_threads=values["propagate_threads"][0],
+        exporters=values["exporters"][0],
+        flush_interval=values["flush_interval"][0],
+        max_queue_size=values["max_queue_size"][0],
+        synchronous=values["synchronous"][0],
+        shutdown_timeout=values["shutdown_timeout"][0],
     )
 
 
-def _number(
-    name: str,
-    value: Any,
-    env: str,
-    kind: type[float] | type[int],
-    default: float,
-    low: float,
-    high: float | None = None,
-) -> float:
-    """An argument, else its environment variable, else the default; checked against its bounds."""
-    if value is None:
-        value = _env_number(env, kind)
-    if value is None:
-        value = default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-        raise ConfigError(f"{name} must be a number, not {value!r}")
-    if value < low or (high is not None and value > high):
-        bound = f"between {low} and {high}" if high is not None else f"at least {low}"
-        raise ConfigError(f"{name} must be {bound}, not {value!r}")
-    return value
+def _logfire_installed() -> bool:
+    try:
+        import logfire  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
-def _resolve_local(local: Any) -> Path | None:
-    if local is True:
-        if _env_flag("MASTRACE_LOCAL") is False:
-            return None
-        local = os.environ.get("MASTRACE_DIR") or ".mastrace"
-    if local is False or local is None:
+def _local_path(local: bool | str | os.PathLike[str]) -> Path | None:
+    if local is False:
         return None
-    if not isinstance(local, (str, os.PathLike)) or not str(local).strip():
-        raise ConfigError(f"local must be True, False or a folder path, not {local!r}")
+    if local is True:
+        local = os.environ.get("MASTRACE_DIR", "").strip() or ".mastrace"
     return Path(local).expanduser().resolve()
 
 
-def _resolve_otlp(otlp: Any) -> str | bool | None:
-    if otlp is None:
-        value = (os.environ.get("MASTRACE_OTLP") or "").strip()
-        if value.lower() in _FALSE:
-            return None
-        if value.lower() in _TRUE:
-            otlp = True
-        elif value:
-            otlp = value
-        elif os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get(
-            "OTEL_EXPORTER_OTLP_ENDPOINT"
-        ):
-            otlp = True
-    if otlp is None or otlp is False:
+def _otlp_endpoint(otlp: bool | str) -> str | bool | None:
+    if otlp is False:
         return None
-    from .exporters.otlp import otlp_protocol, validate_endpoint
+    from .exporters.otlp import otlp_protocol
 
     otlp_protocol()  # an invalid protocol fails here, before anything is torn down
-    if otlp is True:
-        return True
-    if not isinstance(otlp, str):
-        raise ConfigError(f"otlp must be an endpoint URL, True or False, not {otlp!r}")
-    return validate_endpoint(otlp)
-
-
-def _resolve_logfire(logfire: Any) -> str | bool | None:
-    if logfire is None:
-        flag = _env_flag("MASTRACE_LOGFIRE")
-        return True if flag or (flag is None and os.environ.get("LOGFIRE_TOKEN")) else None
-    if logfire is False:
-        return None
-    if logfire is not True and (not isinstance(logfire, str) or not logfire.strip()):
-        raise ConfigError("logfire must be True, False or a Logfire write token")
-    return logfire
-
-
-def _resolve_scrubbing(scrubbing: Any) -> ScrubbingOptions | None:
-    if scrubbing is True:
-        return None if _env_flag("MASTRACE_SCRUBBING") is False else ScrubbingOptions()
-    if scrubbing is False:
-        return None
-    if not isinstance(scrubbing, ScrubbingOptions):
-        raise ConfigError(f"scrubbing must be True, False or mastrace.ScrubbingOptions, not {scrubbing!r}")
-    return scrubbing
-
-
-def _default_service_name() -> str:
-    argv0 = sys.argv[0] if sys.argv and sys.argv[0] else ""
-    name = Path(argv0).stem if argv0 and argv0 != "-c" else ""
-    return name or "mastrace"
+    return otlp
 
 
 class _Runtime:
@@ -243,18 +160,19 @@ class _DynamicSampler(ParentBased):
 
 def configure(
     *,
-    service_name: str | None = None,
-    local: bool | str | os.PathLike[str] = True,
-    otlp: str | bool | None = None,
-    logfire: str | bool | None = None,
-    console: bool = False,
-    scrubbing: bool | ScrubbingOptions = True,
-    sample_rate: float | None = None,
-    propagate_threads: bool | None = None,
-    exporters: Sequence[SpanExporter] = (),
-    flush_interval: float | None = None,
-    max_queue_size: int | None = None,
-    synchronous: bool = False,
+    service_name: str | UnsetType | None = UNSET,
+    local: bool | str | os.PathLike[str] | UnsetType = UNSET,
+    otlp: str | bool | UnsetType | None = UNSET,
+    logfire: str | bool | UnsetType | None = UNSET,
+    console: bool | UnsetType = UNSET,
+    scrubbing: bool | ScrubbingOptions | UnsetType = UNSET,
+    sample_rate: float | UnsetType | None = UNSET,
+    propagate_threads: bool | UnsetType | None = UNSET,
+    exporters: Sequence[SpanExporter] | UnsetType = UNSET,
+    flush_interval: float | UnsetType | None = UNSET,
+    max_queue_size: int | UnsetType | None = UNSET,
+    shutdown_timeout: float | UnsetType | None = UNSET,
+    synchronous: bool | UnsetType = UNSET,
 ) -> None:
     """Set up tracing for this process. Safe to call more than once.
 
@@ -265,27 +183,42 @@ def configure(
     through that provider and mastrace's destinations are added to it; nothing is overridden.
     A `TRACEPARENT` environment variable (see `inject_env()`) makes this process continue that trace.
 
+    Every value is taken from the argument when you pass it, else from its environment variable,
+    else from its default: an explicit argument always beats the environment. Passing None is the
+    same as not passing the argument (where None is accepted).
+
+    When spans have nowhere to go (no local store, OTLP endpoint, console, Logfire, exporter, nor
+    a TracerProvider of the application's own), a `MastraceWarning` says so and `force_flush()`
+    reports `complete=False`.
+
     Args:
-        service_name: `service.name` of the resource. Env: `OTEL_SERVICE_NAME`.
-        local: The local store: True for `./.mastrace` (env `MASTRACE_DIR`), a path, or False.
+        service_name: `service.name` of the resource. Env: `OTEL_SERVICE_NAME`. Default: the script name.
+        local: The local store: True for `$MASTRACE_DIR` or `./.mastrace`, a folder, or False.
+            Env: `MASTRACE_LOCAL=0/1`, `MASTRACE_DIR`. Default: True.
         otlp: An OTLP endpoint URL, or True to use the `OTEL_EXPORTER_OTLP_*` variables
-            (protocol `http/protobuf` or `grpc`). Env: `MASTRACE_OTLP`.
+            (protocol `http/protobuf` or `grpc`). Env: `MASTRACE_OTLP` (URL or 1/0), else
+            `OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT` turns it on. Default: off.
         logfire: True (token from `LOGFIRE_TOKEN`) or a token: also send to Logfire through the
-            `logfire` SDK (install `mastrace[logfire]`). Env: `MASTRACE_LOGFIRE=1` or `LOGFIRE_TOKEN`.
-        console: Print a line per finished span to stderr. Env: `MASTRACE_CONSOLE`.
-        scrubbing: True (default patterns), False, or `ScrubbingOptions(...)`. Env: `MASTRACE_SCRUBBING`.
-        sample_rate: Fraction of traces kept, 0.0 to 1.0. Env: `MASTRACE_SAMPLE_RATE`.
+            `logfire` SDK (install `mastrace[logfire]`). Env: `MASTRACE_LOGFIRE=1/0`, else
+            `LOGFIRE_TOKEN` turns it on (with a warning, not an error, when the SDK is missing).
+        console: Print a line per finished span to stderr. Env: `MASTRACE_CONSOLE`. Default: False.
+        scrubbing: True (default patterns), False, or `ScrubbingOptions(...)`.
+            Env: `MASTRACE_SCRUBBING`. Default: True.
+        sample_rate: Fraction of traces kept, 0.0 to 1.0. Env: `MASTRACE_SAMPLE_RATE`. Default: 1.0.
         propagate_threads: Make `ThreadPoolExecutor` and `threading.Thread` carry the caller's
-            context. Env: `MASTRACE_PROPAGATE_THREADS`.
+            context. Env: `MASTRACE_PROPAGATE_THREADS`. Default: True.
         exporters: Extra OpenTelemetry `SpanExporter`s, each fed by its own queue and thread.
         flush_interval: Seconds between background exports (what a killed process may lose).
-            Default 0.5. Env: `MASTRACE_FLUSH_INTERVAL`.
+            Env: `MASTRACE_FLUSH_INTERVAL`. Default: 0.5.
         max_queue_size: Spans queued per destination before new ones are dropped (and counted).
-            Default 200000. Env: `MASTRACE_MAX_QUEUE_SIZE`.
+            Env: `MASTRACE_MAX_QUEUE_SIZE`. Default: 200000.
+        shutdown_timeout: Seconds the flush at exit and on SIGTERM may take.
+            Env: `MASTRACE_SHUTDOWN_TIMEOUT`. Default: 5.0.
         synchronous: Export on the calling thread when a span ends (for tests and scripts).
 
     Raises:
-        ConfigError: An argument or environment variable is invalid.
+        ConfigError: An argument (the message names it) or an environment variable (the message
+            names the variable) is invalid; the message says what is accepted.
         ExportError: An exporter cannot be built (for example `logfire` is not installed).
         StoreError: The local store folder cannot be written.
 
@@ -294,18 +227,21 @@ def configure(
         >>> mastrace.configure(service_name="my-agents", local=".mastrace")  # doctest: +SKIP
     """
     settings = _resolve(
-        service_name=service_name,
-        local=local,
-        otlp=otlp,
-        logfire=logfire,
-        console=console,
-        scrubbing=scrubbing,
-        sample_rate=sample_rate,
-        propagate_threads=propagate_threads,
-        exporters=exporters,
-        flush_interval=flush_interval,
-        max_queue_size=max_queue_size,
-        synchronous=synchronous,
+        {
+            "service_name": service_name,
+            "local": local,
+            "otlp": otlp,
+            "logfire": logfire,
+            "console": console,
+            "scrubbing": scrubbing,
+            "sample_rate": sample_rate,
+            "propagate_threads": propagate_threads,
+            "exporters": exporters,
+            "flush_interval": flush_interval,
+            "max_queue_size": max_queue_size,
+            "shutdown_timeout": shutdown_timeout,
+            "synchronous": synchronous,
+        }
     )
     if disabled_by_env():
         shutdown()
@@ -326,8 +262,19 @@ def _initialize(settings: Settings) -> None:
         raise
     # Switch to the new pipeline first, then drain the old one: spans ending meanwhile go to the new
     # destinations instead of being lost, and spans open across the switch end through the new one.
+    # Spans reach somewhere when mastrace has a destination, or when they go through a provider
+    # that is not ours (the application's or Logfire's), which exports them itself.
+    delivers = bool(destinations) or provider is not _RT.own_provider
+    if not delivers:
+        warnings.warn(
+            "mastrace: spans have no destination (the local store is off and there is no OTLP "
+            "endpoint, console, Logfire or exporter), so nothing is recorded; force_flush() will "
+            "report complete=False. Pass local=True, otlp=..., or set MASTRACE_LOCAL=1.",
+            MastraceWarning,
+            stacklevel=3,
+        )
     previous = _RT.pipeline
-    pipeline = Pipeline(destinations)
+    pipeline = Pipeline(destinations, delivers=delivers)
     if previous is not None:
         pipeline.adopt_open_spans(previous)
     _RT.switch.pipeline = pipeline
@@ -510,11 +457,8 @@ def _end_open_spans(pipeline: Pipeline) -> None:
 
 
 def _shutdown_timeout() -> float:
-    try:
-        timeout = _env_number("MASTRACE_SHUTDOWN_TIMEOUT", float)
-    except Exception:
-        return 5.0
-    return 5.0 if timeout is None else max(0.0, timeout)
+    settings = _RT.settings
+    return settings.shutdown_timeout if settings is not None else _settings.SHUTDOWN_TIMEOUT.default
 
 
 def _at_exit() -> None:
@@ -528,9 +472,10 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     # The handler interrupts whatever the main thread was doing, possibly inside the SDK while it
     # holds a span's lock; ending spans on this same thread could then wait on that lock forever.
     # A separate thread, joined with a bound, can only time out.
+    bound = _shutdown_timeout() + 1.0  # read before the closer clears the settings
     closer = threading.Thread(target=_at_exit, name="mastrace-sigterm", daemon=True)
     closer.start()
-    closer.join(_shutdown_timeout() + 1.0)
+    closer.join(bound)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.kill(os.getpid(), signal.SIGTERM)
 

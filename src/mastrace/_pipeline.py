@@ -47,8 +47,8 @@ class FlushResult:
     """What `mastrace.force_flush()` found: counts since `configure()`, summed over destinations.
 
     `complete` is False when the timeout passed before every destination had handled the spans
-    queued before the call. The result is truthy only when it is complete and nothing was ever
-    dropped or failed.
+    queued before the call, or when spans have no destination at all (nothing records them). The
+    result is truthy only when it is complete and nothing was ever dropped or failed.
     """
 
     exported: int = 0
@@ -287,8 +287,11 @@ class Destination:
 class Pipeline(SpanProcessor):
     """Fans finished spans out to destinations and remembers which spans are still open."""
 
-    def __init__(self, destinations: Sequence[Destination]) -> None:
+    def __init__(self, destinations: Sequence[Destination], *, delivers: bool = True) -> None:
         self.destinations = tuple(destinations)
+        # False when spans reach nowhere (no destination and no provider exporting them itself):
+        # every result then says complete=False rather than pretending all was delivered.
+        self.delivers = delivers
         self._open: dict[int, Span] = {}
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
@@ -339,7 +342,7 @@ class Pipeline(SpanProcessor):
             dropped=sum(s.dropped for s in stats.values()),
             failed=sum(s.failed for s in stats.values()),
             pending=sum(s.pending for s in stats.values()),
-            complete=complete,
+            complete=complete and self.delivers,
             destinations=stats,
         )
 

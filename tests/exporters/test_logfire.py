@@ -279,7 +279,8 @@ def test_mastrace_logfire_0_wins_over_a_token_in_the_environment(monkeypatch: py
     """MASTRACE_LOGFIRE=0 keeps Logfire off even when LOGFIRE_TOKEN is set (e.g. for the collector)."""
     monkeypatch.setenv("LOGFIRE_TOKEN", FAKE_TOKEN)
     monkeypatch.setenv("MASTRACE_LOGFIRE", "0")
-    mastrace.configure(local=False)
+    with pytest.warns(mastrace.MastraceWarning, match="no destination"):
+        mastrace.configure(local=False)
     assert not is_logfire_provider(trace.get_tracer_provider())
 
 

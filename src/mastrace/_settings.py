@@ -1,0 +1,477 @@
+"""The one table of settings: every `configure()` parameter, its environment variables and its default.
+
+`configure()`, the environment reading, the error messages and the README's configuration table all
+come from `PARAMS`. A value is taken from, in order:
+
+1. the argument passed to `configure()` (anything but `UNSET`),
+2. the first of the parameter's environment variables that is set to a non-empty value,
+3. the default.
+
+A bad argument raises `ConfigError` naming the argument; a bad environment value raises
+`ConfigError` naming the variable; both say what is accepted.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Generic, TypeVar
+
+from opentelemetry.sdk.trace.export import SpanExporter
+
+from ._scrubbing import ScrubbingOptions
+from .exceptions import ConfigError
+
+__all__ = ["PARAMS", "UNSET", "Param", "UnsetType", "render_markdown_table", "resolve", "resolve_from"]
+
+T = TypeVar("T")
+
+
+class UnsetType:
+    """The type of `UNSET`: "this argument was not passed", told apart from every real value."""
+
+    _instance: UnsetType | None = None
+
+    def __new__(cls) -> UnsetType:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __reduce__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Final = UnsetType()
+"""The default of every `configure()` argument: take the environment variable, else the default."""
+
+
+@dataclass(frozen=True)
+class Param(Generic[T]):
+    """One setting: where its value comes from and what it accepts.
+
+    Attributes:
+        name: The `configure()` argument (or, for an environment-only setting, a name for it).
+        env: Environment variables read in this order when the argument is not passed; the first
+            one set to a non-empty value is used.
+        type: The accepted Python types, as shown in the README table.
+        default: The value when neither the argument nor the environment gives one.
+        parser: `(variable, text) -> value` for an environment variable; raises ValueError.
+        check: Validates and normalises an argument or a parsed environment value; raises
+            ValueError or TypeError.
+        doc: One line for users.
+        accepts: What the argument accepts, for error messages.
+        env_accepts: What the environment variables accept, for error messages.
+        env_doc: How the environment is read, for the README table (default: the variable names).
+        default_doc: The default as shown in the README table (default: the value).
+        default_factory: Computes the default when it depends on the process (the script name).
+        argument: False for a setting that only the environment gives.
+        secret: Never echo the value in an error message.
+        none_is_unset: An explicit None means "not passed" (the argument's historical default).
+    """
+
+    name: str
+    env: tuple[str, ...]
+    type: str
+    default: T
+    parser: Callable[[str, str], Any]
+    check: Callable[[Any], T]
+    doc: str
+    accepts: str
+    env_accepts: str = ""
+    env_doc: str = ""
+    default_doc: str = ""
+    default_factory: Callable[[], T] | None = None
+    argument: bool = True
+    secret: bool = False
+    none_is_unset: bool = False
+
+    def default_value(self) -> T:
+        """The default, computed now when it depends on the process."""
+        return self.default_factory() if self.default_factory is not None else self.default
+
+
+# --- parsers and checks ----------------------------------------------------------------------------
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+_FLAG_TEXT = "1/0, true/false, yes/no or on/off"
+
+
+def _parse_flag(var: str, text: str) -> bool:
+    value = text.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ValueError(text)
+
+
+def _parse_text(var: str, text: str) -> str:
+    return text.strip()
+
+
+def _parse_float(var: str, text: str) -> float:
+    return float(text)
+
+
+def _parse_int(var: str, text: str) -> int:
+    return int(text)
+
+
+def _no_env(var: str, text: str) -> Any:  # pragma: no cover - parameters without variables
+    raise ValueError(text)
+
+
+def _check_bool(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(value)
+    return value
+
+
+def _check_text(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(value)
+    return value.strip()
+
+
+def _number_check(
+    kind: type[int] | type[float], low: float, high: float | None = None, *, above: bool = False
+) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(value)
+        if kind is int and not isinstance(value, int):
+            raise TypeError(value)
+        if math.isnan(value) or math.isinf(value):
+            raise ValueError(value)
+        if value < low or (above and value == low) or (high is not None and value > high):
+            raise ValueError(value)
+        return kind(value)
+
+    return check
+
+
+def _parse_local(var: str, text: str) -> bool | str:
+    if var == "MASTRACE_LOCAL":
+        return _parse_flag(var, text)
+    return text.strip()  # MASTRACE_DIR: a folder
+
+
+def _check_local(value: Any) -> bool | str | os.PathLike[str]:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (str, os.PathLike)) and str(value).strip():
+        return value
+    raise TypeError(value)
+
+
+def _parse_otlp(var: str, text: str) -> bool | str:
+    if var == "MASTRACE_OTLP":
+        lowered = text.strip().lower()
+        if lowered in _TRUE:
+            return True
+        if lowered in _FALSE:
+            return False
+        return text.strip()
+    return True  # OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT: the exporter reads it itself
+
+
+def _check_otlp(value: Any) -> bool | str:
+    if isinstance(value, bool):
+        return value
+    if not isinstance(value, str):
+        raise TypeError(value)
+    from .exporters.otlp import validate_endpoint
+
+    return validate_endpoint(value)
+
+
+def _parse_logfire(var: str, text: str) -> bool:
+    if var == "MASTRACE_LOGFIRE":
+        return _parse_flag(var, text)
+    return True  # LOGFIRE_TOKEN: the logfire SDK reads the token itself
+
+
+def _check_logfire(value: Any) -> bool | str:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip():
+        return value
+    raise ValueError("<redacted>")
+
+
+def _check_scrubbing(value: Any) -> bool | ScrubbingOptions:
+    if isinstance(value, (bool, ScrubbingOptions)):
+        return value
+    raise TypeError(value)
+
+
+def _check_exporters(value: Any) -> tuple[SpanExporter, ...]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, tuple, list)):
+        raise TypeError(value)
+    exporters = tuple(value)
+    if not all(callable(getattr(e, "export", None)) for e in exporters):
+        raise TypeError(value)
+    return exporters
+
+
+def _default_service_name() -> str:
+    argv0 = sys.argv[0] if sys.argv and sys.argv[0] else ""
+    name = Path(argv0).stem if argv0 and argv0 != "-c" else ""
+    return name or "mastrace"
+
+
+# --- the table -------------------------------------------------------------------------------------
+SERVICE_NAME: Final = Param[str](
+    name="service_name",
+    env=("OTEL_SERVICE_NAME",),
+    type="str",
+    default="mastrace",
+    default_factory=_default_service_name,
+    default_doc="the script name",
+    parser=_parse_text,
+    check=_check_text,
+    doc="`service.name` of the resource.",
+    accepts="a non-empty string",
+    none_is_unset=True,
+)
+LOCAL: Final = Param[bool | str | os.PathLike[str]](
+    name="local",
+    env=("MASTRACE_LOCAL", "MASTRACE_DIR"),
+    type="bool \\| path",
+    default=True,
+    default_doc="`./.mastrace`",
+    env_doc="`MASTRACE_LOCAL=0` turns it off; `MASTRACE_DIR` (a folder) moves it",
+    parser=_parse_local,
+    check=_check_local,
+    doc="The local store: True for `$MASTRACE_DIR` or `./.mastrace`, a folder, or False.",
+    accepts="True, False or a folder path",
+    env_accepts=f"{_FLAG_TEXT} (MASTRACE_LOCAL) or a folder (MASTRACE_DIR)",
+)
+OTLP: Final = Param[bool | str](
+    name="otlp",
+    env=("MASTRACE_OTLP", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"),
+    type="bool \\| str",
+    default=False,
+    default_doc="off",
+    env_doc="`MASTRACE_OTLP` (a URL, or 1/0), else `OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT` turns it on",
+    parser=_parse_otlp,
+    check=_check_otlp,
+    doc="An OTLP endpoint URL, or True to use the `OTEL_EXPORTER_OTLP_*` variables.",
+    accepts="an http:// or https:// URL, True or False",
+    env_accepts=f"an http:// or https:// URL or {_FLAG_TEXT}",
+    none_is_unset=True,
+)
+LOGFIRE: Final = Param[bool | str](
+    name="logfire",
+    env=("MASTRACE_LOGFIRE", "LOGFIRE_TOKEN"),
+    type="bool \\| str",
+    default=False,
+    default_doc="off",
+    env_doc="`MASTRACE_LOGFIRE` (1/0), else `LOGFIRE_TOKEN` turns it on",
+    parser=_parse_logfire,
+    check=_check_logfire,
+    doc="True (token from `LOGFIRE_TOKEN`) or a write token: also send to Logfire (`mastrace[logfire]`).",
+    accepts="True, False or a non-empty Logfire write token",
+    env_accepts=_FLAG_TEXT,
+    secret=True,
+    none_is_unset=True,
+)
+CONSOLE: Final = Param[bool](
+    name="console",
+    env=("MASTRACE_CONSOLE",),
+    type="bool",
+    default=False,
+    default_doc="off",
+    parser=_parse_flag,
+    check=_check_bool,
+    doc="Print a line per finished span to stderr.",
+    accepts="True or False",
+    env_accepts=_FLAG_TEXT,
+)
+SCRUBBING: Final = Param[bool | ScrubbingOptions](
+    name="scrubbing",
+    env=("MASTRACE_SCRUBBING",),
+    type="bool \\| ScrubbingOptions",
+    default=True,
+    default_doc="on",
+    parser=_parse_flag,
+    check=_check_scrubbing,
+    doc="Redact secrets before any export: True, False or `ScrubbingOptions(...)`.",
+    accepts="True, False or mastrace.ScrubbingOptions",
+    env_accepts=_FLAG_TEXT,
+)
+SAMPLE_RATE: Final = Param[float](
+    name="sample_rate",
+    env=("MASTRACE_SAMPLE_RATE",),
+    type="float",
+    default=1.0,
+    default_doc="`1.0`",
+    parser=_parse_float,
+    check=_number_check(float, 0.0, 1.0),
+    doc="Fraction of traces kept (whole traces: children follow their root).",
+    accepts="a number between 0.0 and 1.0",
+    none_is_unset=True,
+)
+PROPAGATE_THREADS: Final = Param[bool](
+    name="propagate_threads",
+    env=("MASTRACE_PROPAGATE_THREADS",),
+    type="bool",
+    default=True,
+    default_doc="on",
+    parser=_parse_flag,
+    check=_check_bool,
+    doc="`ThreadPoolExecutor` and `threading.Thread` carry the caller's context.",
+    accepts="True or False",
+    env_accepts=_FLAG_TEXT,
+    none_is_unset=True,
+)
+EXPORTERS: Final = Param[tuple[SpanExporter, ...]](
+    name="exporters",
+    env=(),
+    type="sequence of SpanExporter",
+    default=(),
+    default_doc="none",
+    parser=_no_env,
+    check=_check_exporters,
+    doc="Extra OpenTelemetry `SpanExporter`s, each fed by its own queue and thread.",
+    accepts="a list of OpenTelemetry SpanExporter objects",
+)
+FLUSH_INTERVAL: Final = Param[float](
+    name="flush_interval",
+    env=("MASTRACE_FLUSH_INTERVAL",),
+    type="float",
+    default=0.5,
+    default_doc="`0.5`",
+    parser=_parse_float,
+    check=_number_check(float, 0.001),
+    doc="Seconds between background exports (what a killed process may lose).",
+    accepts="a number of seconds, at least 0.001",
+    none_is_unset=True,
+)
+MAX_QUEUE_SIZE: Final = Param[int](
+    name="max_queue_size",
+    env=("MASTRACE_MAX_QUEUE_SIZE",),
+    type="int",
+    default=200_000,
+    default_doc="`200000`",
+    parser=_parse_int,
+    check=_number_check(int, 1),
+    doc="Spans queued per destination; beyond it new spans are dropped and counted.",
+    accepts="a whole number, at least 1",
+    none_is_unset=True,
+)
+SHUTDOWN_TIMEOUT: Final = Param[float](
+    name="shutdown_timeout",
+    env=("MASTRACE_SHUTDOWN_TIMEOUT",),
+    type="float",
+    default=5.0,
+    default_doc="`5.0`",
+    parser=_parse_float,
+    check=_number_check(float, 0.0),
+    doc="Seconds the flush at exit and on SIGTERM may take.",
+    accepts="a number of seconds, at least 0",
+    none_is_unset=True,
+)
+SYNCHRONOUS: Final = Param[bool](
+    name="synchronous",
+    env=(),
+    type="bool",
+    default=False,
+    default_doc="off",
+    parser=_no_env,
+    check=_check_bool,
+    doc="Export on the calling thread when a span ends (tests and short scripts).",
+    accepts="True or False",
+)
+DISABLED: Final = Param[bool](
+    name="disabled",
+    env=("MASTRACE_DISABLED",),
+    type="bool",
+    default=False,
+    default_doc="off",
+    parser=_parse_flag,
+    check=_check_bool,
+    doc="Every mastrace call becomes a no-op (environment only).",
+    accepts="True or False",
+    env_accepts=_FLAG_TEXT,
+    argument=False,
+)
+
+PARAMS: Final[tuple[Param[Any], ...]] = (
+    SERVICE_NAME,
+    LOCAL,
+    OTLP,
+    LOGFIRE,
+    CONSOLE,
+    SCRUBBING,
+    SAMPLE_RATE,
+    PROPAGATE_THREADS,
+    EXPORTERS,
+    FLUSH_INTERVAL,
+    MAX_QUEUE_SIZE,
+    SHUTDOWN_TIMEOUT,
+    SYNCHRONOUS,
+    DISABLED,
+)
+"""Every setting, in the order of `configure()`'s signature; environment-only settings last."""
+
+
+# --- resolution ------------------------------------------------------------------------------------
+def resolve_from(param: Param[T], explicit: object, environ: Mapping[str, str]) -> tuple[T, str]:
+    """The value of `param` and where it came from: "argument", a variable's name, or "default".
+
+    Raises:
+        ConfigError: The argument, or the environment variable used, is invalid; the message
+            names it and says what it accepts.
+    """
+    if not (explicit is UNSET or (explicit is None and param.none_is_unset)):
+        try:
+            return param.check(explicit), "argument"
+        except (ValueError, TypeError):
+            shown = "<redacted>" if param.secret else repr(explicit)
+            raise ConfigError(f"{param.name}={shown}: expected {param.accepts}") from None
+    for var in param.env:
+        text = environ.get(var, "")
+        if not text.strip():
+            continue
+        try:
+            return param.check(param.parser(var, text)), var
+        except (ValueError, TypeError):
+            shown = "<redacted>" if param.secret else repr(text)
+            raise ConfigError(f"{var}={shown}: expected {param.env_accepts or param.accepts}") from None
+    return param.default_value(), "default"
+
+
+def resolve(param: Param[T], explicit: object, environ: Mapping[str, str]) -> T:
+    """The value of `param`: the explicit argument, else its environment variable, else its default.
+
+    `explicit` is `UNSET` when the argument was not passed.
+
+    Raises:
+        ConfigError: The argument, or the environment variable used, is invalid.
+    """
+    return resolve_from(param, explicit, environ)[0]
+
+
+def render_markdown_table() -> str:
+    """The README's configuration table, generated from `PARAMS` (a test keeps them equal)."""
+    header = ("argument", "type", "environment variable", "default", "meaning")
+    rows = [header]
+    for p in PARAMS:
+        env = p.env_doc or ", ".join(f"`{v}`" for v in p.env) or "—"
+        name = f"`{p.name}`" if p.argument else "—"
+        default = p.default_doc or f"`{p.default!r}`"
+        rows.append((name, p.type, env, default, p.doc))
+    lines = ["| " + " | ".join(row) + " |" for row in rows]
+    lines.insert(1, "|" + "|".join("---" for _ in header) + "|")
+    return "\n".join(lines) + "\n"
