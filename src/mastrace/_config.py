@@ -268,8 +268,8 @@ def _initialize(settings: Settings) -> None:
     if not delivers:
         warnings.warn(
             "mastrace: spans have no destination (the local store is off and there is no OTLP "
-            "endpoint, console, Logfire or exporter), so nothing is recorded; force_flush() will "
-            "report complete=False. Pass local=True, otlp=..., or set MASTRACE_LOCAL=1.",
+            "endpoint, console, Logfire or exporter), so nothing is recorded and force_flush() "
+            "reports complete=False; turn one on (local=True, otlp=..., console=True, exporters=[...])",
             MastraceWarning,
             stacklevel=3,
         )
