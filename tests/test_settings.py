@@ -410,6 +410,7 @@ def test_logfire_token_without_the_package_warns_once_naming_the_extra(
     memory = InMemorySpanExporter()
     with mastrace_warnings() as caught:
         mastrace.configure(local=False, exporters=[memory], synchronous=True)
+        mastrace.configure(local=False, exporters=[memory], synchronous=True)  # identical: a no-op
     assert len(caught) == 1
     message = str(caught[0].message)
     assert "pip install 'mastrace[logfire]'" in message and "LOGFIRE_TOKEN" in message

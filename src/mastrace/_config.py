@@ -65,6 +65,7 @@ class Settings:
     max_queue_size: int = 200_000
     synchronous: bool = False
     shutdown_timeout: float = 5.0
+    logfire_token_ignored: bool = False  # LOGFIRE_TOKEN is set but the logfire package is missing
     limits: Limits = field(default_factory=Limits)
 
 
@@ -78,15 +79,10 @@ def _resolve(arguments: Mapping[str, object]) -> Settings:
     otlp, _ = values["otlp"]
     logfire, logfire_source = values["logfire"]
     scrubbing, _ = values["scrubbing"]
-    if logfire and logfire_source == "LOGFIRE_TOKEN" and not _logfire_installed():
-        # The token may be there for a collector or another tool: degrade, don't fail the app.
-        warnings.warn(
-            "mastrace: LOGFIRE_TOKEN is set but the logfire package is not installed, so spans are "
-            "not sent to Logfire; install it with: pip install 'mastrace[logfire]' "
-            "(or set MASTRACE_LOGFIRE=0 to silence this)",
-            MastraceWarning,
-            stacklevel=3,
-        )
+    # A token may be in the environment for a collector or another tool: without the logfire
+    # package, degrade (one warning when this configuration is applied) instead of failing the app.
+    token_ignored = bool(logfire) and logfire_source == "LOGFIRE_TOKEN" and not _logfire_installed()
+    if token_ignored:
         logfire = False
     return Settings(
         service_name=values["service_name"][0],
@@ -102,6 +98,7 @@ def _resolve(arguments: Mapping[str, object]) -> Settings:
         max_queue_size=values["max_queue_size"][0],
         synchronous=values["synchronous"][0],
         shutdown_timeout=values["shutdown_timeout"][0],
+        logfire_token_ignored=token_ignored,
     )
 
 
@@ -265,6 +262,14 @@ def _initialize(settings: Settings) -> None:
     # Spans reach somewhere when mastrace has a destination, or when they go through a provider
     # that is not ours (the application's or Logfire's), which exports them itself.
     delivers = bool(destinations) or provider is not _RT.own_provider
+    if settings.logfire_token_ignored:
+        warnings.warn(
+            "mastrace: LOGFIRE_TOKEN is set but the logfire package is not installed, so spans are "
+            "not sent to Logfire; install it with: pip install 'mastrace[logfire]' "
+            "(or set MASTRACE_LOGFIRE=0 to silence this)",
+            MastraceWarning,
+            stacklevel=3,
+        )
     if not delivers:
         warnings.warn(
             "mastrace: spans have no destination (the local store is off and there is no OTLP "
