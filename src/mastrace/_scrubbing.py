@@ -71,6 +71,7 @@ _MAX_DEPTH = 64
 _MAX_CACHED_KEYS = 8_192
 _MAX_CACHED_TEXTS = 16_384
 _CACHED_TEXT_MAX = 256
+_MAX_CACHED_JSON_CHARS = 4_000_000
 # Characters that end a word for the word gates: a token such as `sk-…` written as `key=sk-…`,
 # `"sk-…"` or `(sk-…)` still starts a word. `.`, `-`, `_`, `+` and `~` occur inside tokens.
 _WORD_BREAKS = str.maketrans({c: " " for c in "\x00\"'=(),;:<>[]{}?&|/\\`*!"})
@@ -78,8 +79,7 @@ _WORD_BREAKS = str.maketrans({c: " " for c in "\x00\"'=(),;:<>[]{}?&|/\\`*!"})
 _RUNS = str.maketrans({chr(c): ("a" if chr(c).isalnum() or chr(c) in "_.-+~" else " ") for c in range(128)})
 _LONG_RUN = "a" * MIN_TOKEN_LEN
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
-_NAME_RIGHT = re.compile(r"[\w.-]{0,80}")
-_ASSIGN_SEP = re.compile(r"[\"']?[ \t]{0,3}[=:][ \t]{0,3}")
+_VALUE_START = re.compile(r"[ \t]{0,3}")
 _QUOTED_VALUE = re.compile(r"([\"'])([^\"'\\\n]{4,1000})\1")
 _BARE_VALUE = re.compile(r"[^\s\"'&,;<>)\]}]{4,1000}")
 
@@ -265,7 +265,7 @@ class _Gate:
                 if word.startswith(self.prefixes):
                     chosen.extend(r for key, rules in self.words if word.startswith(key) for r in rules)
                 chosen.extend(rule for keys, rule in self.shapes if any(k in word for k in keys))
-        assignments = ("=" in low or ":" in low) and any(word in low for word in ASSIGNMENT_WORDS)
+        assignments = "=" in s or ":" in s
         if len(chosen) > 1:
             chosen = sorted(set(chosen), key=lambda rule: self.order[id(rule)])
         return chosen, assignments
@@ -308,6 +308,8 @@ class Scrubber:
         self._gate = _Gate(_secret_env_values())
         self._key_cache: dict[str, re.Match[str] | None] = {}
         self._plain_cache: dict[str, bool] = {}
+        self._plain_json: set[str] = set()  # long JSON texts found plain
+        self._plain_json_chars = 0
         # Sets rather than the dicts above: a membership test is the cheapest check a caller can
         # make inline, once per attribute of every span.
         self.plain_keys: set[str] = set()
@@ -377,8 +379,16 @@ class Scrubber:
         """A quick test: True when `s` is neither JSON nor holds anything secret-shaped."""
         if len(s) < _MIN_SECRET_LEN:
             return True
-        if s[0] in "{[" or self._custom:
+        if self._custom:
             return False
+        if s[0] in "{[":  # JSON: plain when scrubbing it changes nothing (short ones remembered)
+            if len(s) > _CACHED_TEXT_MAX:
+                return False
+            known = self._plain_cache.get(s)
+            if known is None:
+                known = self._scrub_string(s, (), ScrubTrail(), 0) is s
+                self._remember(s, known)
+            return known
         # Attribute values repeat (agent ids, model names, round types): remember the short ones, as
         # the gate costs a microsecond or more and a dict look-up a few dozen nanoseconds.
         cache = self._plain_cache
@@ -387,13 +397,17 @@ class Scrubber:
             return known
         plain = not self._find(s)
         if len(s) <= _CACHED_TEXT_MAX:
-            if len(cache) >= _MAX_CACHED_TEXTS:
-                cache.clear()
-                self.plain_texts.clear()
-            cache[s] = plain
-            if plain:
-                self.plain_texts.add(s)
+            self._remember(s, plain)
         return plain
+
+    def _remember(self, s: str, plain: bool) -> None:
+        cache = self._plain_cache
+        if len(cache) >= _MAX_CACHED_TEXTS:
+            cache.clear()
+            self.plain_texts.clear()
+        cache[s] = plain
+        if plain:
+            self.plain_texts.add(s)
 
     # -- finding value shapes ---------------------------------------------------------------------
     def _find(self, s: str) -> list[_Hit]:
@@ -428,36 +442,46 @@ class Scrubber:
         return hits
 
     def _assignments(self, s: str, low: str) -> list[_Hit]:
-        """`NAME=value`, `"name": "value"` and `name: value` with a secret-named NAME, in free text."""
+        """`NAME=value`, `"name": "value"` and `name: value` with a secret-named NAME, in free text.
+
+        Driven by the separators, which prose has few of: for each `=` or `:`, the name before it.
+        """
         hits: list[_Hit] = []
-        seen: set[int] = set()
-        for word in ASSIGNMENT_WORDS:
-            i = low.find(word)
+        for sep in "=:":
+            i = s.find(sep)
             while i != -1:
-                name_end = _NAME_RIGHT.match(s, i).end()  # type: ignore[union-attr]
-                if name_end not in seen:
-                    seen.add(name_end)
-                    hit = self._assignment_at(s, low, i, name_end)
-                    if hit is not None:
-                        hits.append(hit)
-                i = low.find(word, name_end if name_end > i else i + 1)
+                hit = self._assignment_at(s, low, i)
+                if hit is not None:
+                    hits.append(hit)
+                i = s.find(sep, i + 1)
         return hits
 
-    def _assignment_at(self, s: str, low: str, i: int, name_end: int) -> _Hit | None:
-        sep = _ASSIGN_SEP.match(s, name_end)
-        if sep is None or sep.end() >= len(s):
-            return None
-        start = i
-        while start > 0 and i - start < 80 and s[start - 1] in _NAME_CHARS:
+    def _assignment_at(self, s: str, low: str, sep_at: int) -> _Hit | None:
+        name_end = sep_at
+        while name_end > 0 and sep_at - name_end < 3 and s[name_end - 1] in " \t":
+            name_end -= 1
+        if name_end > 0 and s[name_end - 1] in "\"'":
+            name_end -= 1
+        start = name_end
+        while start > 0 and name_end - start < 80 and s[start - 1] in _NAME_CHARS:
             start -= 1
-        name = s[start:name_end]
-        if self.key_match(name) is None:
+        if start == name_end:
             return None
-        value = _QUOTED_VALUE.match(s, sep.end()) if s[sep.end()] in "\"'" else None
+        lower_name = low[start:name_end]
+        if (
+            not any(word in lower_name for word in ASSIGNMENT_WORDS)
+            or self.key_match(s[start:name_end]) is None
+        ):
+            return None
+        name = s[start:name_end]
+        value_at = _VALUE_START.match(s, sep_at + 1).end()  # type: ignore[union-attr]
+        if value_at >= len(s):
+            return None
+        value = _QUOTED_VALUE.match(s, value_at) if s[value_at] in "\"'" else None
         if value is not None:
             begin, end = value.span(2)
         else:
-            value = _BARE_VALUE.match(s, sep.end())
+            value = _BARE_VALUE.match(s, value_at)
             if value is None:
                 return None
             begin, end = value.span()
@@ -516,6 +540,22 @@ class Scrubber:
     def _scrub_string(self, s: str, path: JsonPath, trail: ScrubTrail, depth: int) -> str:
         if len(s) < _MIN_SECRET_LEN:
             return s
+        long_json = len(s) > _CACHED_TEXT_MAX and s[0] in "{["
+        if long_json and s in self._plain_json:  # a config snapshot, re-sent with every session
+            return s
+        out = self._scrub_string_uncached(s, path, trail, depth)
+        if long_json and out is s and not self._custom and self._callback is None:
+            self._remember_json(s)
+        return out
+
+    def _remember_json(self, s: str) -> None:
+        if self._plain_json_chars + len(s) > _MAX_CACHED_JSON_CHARS:
+            self._plain_json.clear()
+            self._plain_json_chars = 0
+        self._plain_json.add(s)
+        self._plain_json_chars += len(s)
+
+    def _scrub_string_uncached(self, s: str, path: JsonPath, trail: ScrubTrail, depth: int) -> str:
         hits = self._find(s)
         if s[0] in "{[" and depth < _MAX_DEPTH:
             try:
