@@ -182,3 +182,11 @@ def test_no_pattern_backtracks_on_100kb(scrubber: Scrubber, rule: SecretRule) ->
         scrubber.scrub_text(text)
         elapsed = time.perf_counter() - start
         assert elapsed < 5.0, f"{rule.id}: {elapsed:.1f} s on {text[:40]!r}…"
+
+
+def test_the_spelled_out_word_check_matches_the_word_list() -> None:
+    from mastrace._secret_rules import ASSIGNMENT_WORDS, mentions_secret_word
+
+    for word in ASSIGNMENT_WORDS:
+        assert mentions_secret_word(f"x_{word}_y")
+    assert not mentions_secret_word("the agent wrote a summary")

@@ -32,6 +32,7 @@ from ._secret_rules import (
     RULES,
     SecretRule,
     assignment_value_is_secret,
+    mentions_secret_word,
     secret_key_word,
 )
 from ._snapshot import dumps_json

@@ -41,6 +41,7 @@ __all__ = [
     "SecretRule",
     "assignment_value_is_secret",
     "key_segments",
+    "mentions_secret_word",
     "secret_key_word",
 ]
 
@@ -50,6 +51,23 @@ MIN_TOKEN_LEN = 20
 ASSIGNMENT_WORDS = ("pass", "pwd", "secret", "token", "key", "auth", "cred", "cookie", "jwt", "sas")
 """Lower-case fragments one of which every secret-named key contains: the gate for assignments
 (`NAME=value`, `"name": "value"`, `name: value`) in free text."""
+
+
+def mentions_secret_word(text: str) -> bool:
+    """Whether lower-cased `text` holds one of `ASSIGNMENT_WORDS` (spelled out: this runs per separator)."""
+    return (
+        "key" in text
+        or "token" in text
+        or "pass" in text
+        or "secret" in text
+        or "auth" in text
+        or "pwd" in text
+        or "cred" in text
+        or "cookie" in text
+        or "jwt" in text
+        or "sas" in text
+    )
+
 
 Gate = Literal["word", "shape", "text", "context", "assignment"]
 
