@@ -3,20 +3,10 @@
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 
-from mastrace._scrubbing import (
-    CASE_INSENSITIVE_KINDS,
-    DEFAULT_KEY_PATTERNS,
-    DEFAULT_VALUE_PATTERNS,
-    Scrubber,
-    ScrubbingOptions,
-    ScrubMatch,
-    _literal_prefix,
-    format_path,
-)
+from mastrace._scrubbing import Scrubber, ScrubbingOptions, ScrubMatch, format_path
 from mastrace.exceptions import ConfigError
 
 # Assembled from parts so that no complete credential-looking literal sits in the source.
@@ -62,7 +52,7 @@ SECRET_SHAPES: list[tuple[str, str, str]] = [
     ("basic_auth", "Authorization: Basic dXNlcjpwYXNzd29yZA==", "dXNlcjpwYXNzd29yZA"),
     ("url_password", "postgres://admin:hunter2hunter2@db.example.com:5432/app", "hunter2hunter2"),
     ("url_password", "see https://bot:p%40ss@example.org/x", "p%40ss"),
-    ("secret_assignment", "https://api.example.com/v1?api_key=abcd1234efgh&q=1", "abcd1234efgh"),
+    ("url_query_secret", "https://api.example.com/v1?api_key=abcd1234efgh&q=1", "abcd1234efgh"),
     ("secret_assignment", "login failed: password=hunter22 for admin", "hunter22"),
     ("secret_assignment", 'config {"passwd": "s3cr3t-value"}', "s3cr3t-value"),
     ("secret_assignment", "client_secret: Zm9vYmFyYmF6", "Zm9vYmFyYmF6"),
@@ -78,7 +68,6 @@ SECRET_KEYS: list[str] = [
     "OPENAI_API_KEY",
     "api-key",
     "authorization",
-    "oauth_state",
     "credentials",
     "private_key",
     "session_token",
@@ -132,28 +121,12 @@ def test_secret_shape_is_replaced_in_place(scrubber: Scrubber, kind: str, text: 
     assert out.split("[Scrubbed")[0] == text[: len(out.split("[Scrubbed")[0])]
 
 
-def test_every_default_value_pattern_is_pinned() -> None:
-    """Every default value regex matches at least one example above."""
-    for kind, patterns in DEFAULT_VALUE_PATTERNS.items():
-        flags = re.IGNORECASE if kind in CASE_INSENSITIVE_KINDS else 0
-        for pattern in patterns:
-            examples = [text for k, text, _ in SECRET_SHAPES if k == kind]
-            assert any(re.search(pattern, t, flags) for t in examples), (kind, pattern)
-    assert len(SECRET_SHAPES) >= 20
-
-
 @pytest.mark.parametrize("key", SECRET_KEYS)
 def test_secret_key_blanks_value(scrubber: Scrubber, key: str) -> None:
     """A secret-named key blanks its whole value and names the matching word."""
     attrs, paths = scrubber.scrub_attributes({key: "visible-value-123"})
     assert attrs[key].startswith("[Scrubbed due to '")
     assert paths == [format_path(("attributes", key))]
-
-
-def test_every_default_key_pattern_is_pinned() -> None:
-    """Every default key regex matches at least one example secret key."""
-    for pattern in DEFAULT_KEY_PATTERNS:
-        assert any(re.search(pattern, key, re.IGNORECASE) for key in SECRET_KEYS), pattern
 
 
 @pytest.mark.parametrize("key", SAFE_KEYS)
@@ -360,17 +333,6 @@ def test_single_string_extra_patterns_is_a_config_error() -> None:
 def test_options_are_hashable() -> None:
     """Options hold tuples, so equal options compare and hash equal."""
     assert hash(ScrubbingOptions(extra_patterns=["a"])) == hash(ScrubbingOptions(extra_patterns=("a",)))
-
-
-def test_every_value_pattern_starts_with_a_literal() -> None:
-    """Each default value regex starts with literal text that its matches start with, for the screen."""
-    for kind, text, _ in SECRET_SHAPES:
-        flags = re.IGNORECASE if kind in CASE_INSENSITIVE_KINDS else 0
-        for pattern in DEFAULT_VALUE_PATTERNS[kind]:
-            prefix = _literal_prefix(pattern)
-            assert prefix, pattern
-            for match in re.finditer(pattern, text, flags):
-                assert match.group(0).lower().startswith(prefix.lower()), (pattern, match.group(0))
 
 
 def test_secret_in_long_text_is_found(scrubber: Scrubber) -> None:

@@ -283,13 +283,13 @@ def test_dropped_attribute_count_is_kept(scrubber: Scrubber) -> None:
     provider.shutdown()
 
 
-def test_internal_failure_returns_the_original(
+def test_internal_failure_withholds_the_text(
     tracer: Tracer,
     exporter: InMemorySpanExporter,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """A failure inside the transform is logged and the span goes out unchanged."""
+    """A failure inside the transform is logged; the span keeps its ids and times but no text."""
 
     class BrokenScrubber(Scrubber):
         def scrub_attribute(self, *args: Any, **kwargs: Any) -> Any:
@@ -297,7 +297,11 @@ def test_internal_failure_returns_the_original(
 
     monkeypatch.setenv("MASTRACE_RAISE_INTERNAL", "0")
     span = _record(tracer, exporter, {"password": "hunter22"})
-    assert prepare_span(span, BrokenScrubber(), LIMITS) is span
+    out = prepare_span(span, BrokenScrubber(), LIMITS)
+    assert out.context == span.context and out.start_time == span.start_time
+    assert out.end_time == span.end_time
+    assert "hunter22" not in repr(dict(out.attributes or {})) and out.name != span.name
+    assert dict(out.attributes or {}) == {"mastrace.scrubbed": "<scrubbing failed: RuntimeError>"}
     assert "internal error in prepare_span" in caplog.text
 
 

@@ -14,8 +14,7 @@ Strings holding JSON objects or arrays are parsed, scrubbed by key and by value,
 
 from __future__ import annotations
 
-import base64
-import binascii
+import functools
 import json
 import os
 import re
@@ -24,15 +23,23 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from opentelemetry.sdk.resources import Resource
+
 from ._errors import warn_once
+from ._secret_rules import (
+    ASSIGNMENT_WORDS,
+    MIN_TOKEN_LEN,
+    RULES,
+    SecretRule,
+    assignment_value_is_secret,
+    mentions_secret_word,
+    secret_key_word,
+)
 from ._snapshot import dumps_json
 from .exceptions import ConfigError
 
 __all__ = [
-    "DEFAULT_KEY_PATTERNS",
-    "DEFAULT_VALUE_PATTERNS",
     "SAFE_KEYS",
-    "SAFE_KEY_PATTERNS",
     "ScrubCallback",
     "ScrubMatch",
     "ScrubTrail",
@@ -42,39 +49,6 @@ __all__ = [
 ]
 
 JsonPath = tuple["str | int", ...]
-
-DEFAULT_KEY_PATTERNS: tuple[str, ...] = (
-    "password",
-    "passwd",
-    "passphrase",
-    "secret",
-    r"api[-_. ]?key",
-    r"auth(?!or(?!iz))",  # auth, authorization, oauth, x-auth-token; not author, authority
-    "credential",
-    r"private[-_. ]?key",
-    r"session[-_. ]?(?:token|key|secret)",
-    "cookie",
-    r"(?:\b|_)(?:csrf|xsrf|jwt|ssn)(?:\b|_)",
-    r"access[-_. ]?token",
-    r"refresh[-_. ]?token",
-    "bearer",
-    r"client[-_. ]?secret",
-    r"social[-_. ]?security",
-    r"credit[-_. ]?card",
-    r"card[-_. ]?number",
-    r"conn(?:ection)?[-_. ]?string",
-    "token",  # github_token, hf_token…; counts such as input_tokens are in SAFE_KEY_PATTERNS
-)
-"""Regexes (case-insensitive, searched anywhere in a key) for keys whose values are secrets."""
-
-SAFE_KEY_PATTERNS: tuple[str, ...] = (
-    r"^(?:massgen|gen_ai|mastrace)\.usage\.",
-    r"tokens(?:_details|_used|_count)?$",
-    r"token_?counts?$",
-    r"^(?:n|num|max)_?token$",
-    r"tokeni[sz]",
-)
-"""Regexes for keys that look secret-named but hold token counts or usage: never blanked."""
 
 SAFE_KEYS: frozenset[str] = frozenset(
     {
@@ -89,67 +63,26 @@ SAFE_KEYS: frozenset[str] = frozenset(
 )
 """Keys left untouched entirely, like every `logfire.*` key."""
 
-DEFAULT_VALUE_PATTERNS: dict[str, tuple[str, ...]] = {
-    "pem_private_key": (
-        r"-----BEGIN[A-Z ]*PRIVATE KEY-----"
-        r"(?:[\s\S]*?-----END[A-Z ]*PRIVATE KEY-----|[A-Za-z0-9+/=\s\\]*)",
-    ),
-    "anthropic_key": (r"sk-ant-(?<![\w-]sk-ant-)[A-Za-z0-9_-]{20,}",),
-    "openai_key": (r"sk-(?<![\w-]sk-)(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}",),
-    "stripe_key": (
-        r"sk_(?<![\w-]sk_)(?:live|test)_[A-Za-z0-9]{16,}",
-        r"rk_(?<![\w-]rk_)(?:live|test)_[A-Za-z0-9]{16,}",
-    ),
-    "google_api_key": (r"AIza(?<![\w-]AIza)[0-9A-Za-z_-]{35}",),
-    "github_token": (
-        r"gh[pousr]_(?<![\w-]gh[pousr]_)[A-Za-z0-9]{36,}",
-        r"github_pat_(?<![\w-]github_pat_)[A-Za-z0-9_]{22,}",
-    ),
-    "slack_token": (r"xox[abposr]-(?<![\w-]xox[abposr]-)[A-Za-z0-9-]{10,}",),
-    "huggingface_token": (r"hf_(?<![\w-]hf_)[A-Za-z0-9]{30,}",),
-    "aws_access_key_id": (
-        r"AKIA(?<![A-Za-z0-9]AKIA)[A-Z0-9]{16}(?![A-Za-z0-9])",
-        r"ASIA(?<![A-Za-z0-9]ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])",
-    ),
-    "aws_secret_access_key": (
-        r"(?P<p>aws_secret_access_key[\"']?\s*[=:]\s*[\"']?)"
-        r"[a-z0-9/+=]{40}(?![a-z0-9/+=])",
-    ),
-    "jwt": (r"eyJ(?<![\w-]eyJ)[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*",),
-    "bearer_token": (r"(?P<p>bearer(?<![a-z0-9_]bearer)\s+)[a-z0-9._~+/=-]{8,}",),
-    "basic_auth": (r"(?P<p>basic(?<![a-z0-9_]basic)\s+)[a-z0-9+/]{8,}={0,2}(?![a-z0-9+/=])",),
-    "url_password": (r"(?P<p>://[^\s:/?#@\[\]\"']+:)[^\s/?#@\"']+(?=@)",),
-    "secret_assignment": tuple(
-        rf"(?P<p>{name}[\"']?\s*[=:]\s*[\"']?)(?![\[{{])[^\s\"'&,;<>]{{4,}}"
-        for name in (r"passw(?:or)?d", "secret", r"api[-_.]?key", r"private[-_.]?key", "token")
-    ),
-}
-"""Regexes for secret shapes inside any string, by kind. Group `p` is a prefix that is kept.
-
-Each regex starts with a literal, which lets the regex engine skip ahead quickly. The kinds in
-`CASE_INSENSITIVE_KINDS` are written in lower case and match regardless of case.
-"""
-
-CASE_INSENSITIVE_KINDS = frozenset(
-    {
-        "aws_secret_access_key",
-        "bearer_token",
-        "basic_auth",
-        "secret_assignment",
-    }
-)
-
+_WHOLE = re.compile(r".+", re.DOTALL)
 _MIN_SECRET_LEN = 8  # no default shape is shorter, so shorter strings are not searched
-_PLACEHOLDERS = frozenset({"none", "null", "true", "false", "undefined", "redacted", "******", "xxxxxxxx"})
 _ENV_NAME_SKIP = re.compile(
     r"_(?:FILE|PATH|DIR|SOCK|URL|URI|HOST|ENDPOINT|MODE|TYPE|ENABLED|DISABLED)$", re.IGNORECASE
 )
 _MAX_DEPTH = 64
-_PREFILTER_MAX = 1_024  # past this length the literal-led rules are faster than the screen
-_SPECIAL = frozenset("[(?*+{\\.|^$")
 _MAX_CACHED_KEYS = 8_192
 _MAX_CACHED_TEXTS = 16_384
 _CACHED_TEXT_MAX = 256
+_MAX_CACHED_JSON_CHARS = 4_000_000
+# Characters that end a word for the word gates: a token such as `sk-…` written as `key=sk-…`,
+# `"sk-…"` or `(sk-…)` still starts a word. `.`, `-`, `_`, `+` and `~` occur inside tokens.
+_WORD_BREAKS = str.maketrans({c: " " for c in "\x00\"'=(),;:<>[]{}?&|/\\`*!"})
+# Word characters become "a", breaks a space: a word of MIN_TOKEN_LEN or more is then a substring test.
+_RUNS = str.maketrans({chr(c): ("a" if chr(c).isalnum() or chr(c) in "_.-+~" else " ") for c in range(128)})
+_LONG_RUN = "a" * MIN_TOKEN_LEN
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+_VALUE_START = re.compile(r"[ \t]{0,3}")
+_QUOTED_VALUE = re.compile(r"([\"'])([^\"'\\\n]{4,1000})\1")
+_BARE_VALUE = re.compile(r"[^\s\"'&,;<>)\]}]{4,1000}")
 
 
 @dataclass(frozen=True)
@@ -243,14 +176,18 @@ class ScrubTrail:
 
 @dataclass(frozen=True)
 class _Rule:
-    """One value pattern. Folded rules search the lower-cased text, then re-match the original."""
+    """A compiled value rule: from the table, an environment variable's value, or a custom pattern.
+
+    A case-insensitive rule also has `folded`, the same pattern without the flag, which is matched
+    against the lower-cased text: the engine's fast search for a leading literal works only then.
+    """
 
     kind: str
     regex: re.Pattern[str]
-    folded: bool
-    full: re.Pattern[str]  # the case-insensitive form, matched against the original text
     label: str
-    prefix: str  # literal text every match starts with (for the screening regex)
+    check: Callable[[str], bool] | None = None
+    folded: re.Pattern[str] | None = None
+    keys: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -261,49 +198,85 @@ class _Hit:
     match: re.Match[str]
 
 
-def _rules(env: Mapping[str, str], extra: Sequence[str]) -> list[_Rule]:
-    rules = [
-        _Rule("env", re.compile(re.escape(v)), False, re.compile(re.escape(v)), f"env {name}", v)
-        for v, name in sorted(env.items(), key=lambda kv: -len(kv[0]))
-    ]
-    for kind, patterns in DEFAULT_VALUE_PATTERNS.items():
-        folded = kind in CASE_INSENSITIVE_KINDS
-        for pattern in patterns:
-            regex = re.compile(pattern)
-            full = re.compile(pattern, re.IGNORECASE) if folded else regex
-            rules.append(_Rule(kind, regex, folded, full, kind, _literal_prefix(pattern)))
-    for pattern in extra:
-        regex = re.compile(pattern, re.IGNORECASE)
-        rules.append(_Rule("custom", regex, False, regex, "custom", ""))
-    return rules
+_ASSIGNMENT = _Rule("secret_assignment", _BARE_VALUE, "secret_assignment")
+_SENTINELS = "/=-"  # a text key holding one of these is only looked for when the text holds it too
 
 
-def _literal_prefix(pattern: str) -> str:
-    """The literal text every match of `pattern` starts with (up to the first special character)."""
-    pattern = pattern.removeprefix("(?P<p>")
-    end = 0
-    while end < len(pattern) and pattern[end] not in _SPECIAL:
-        end += 1
-    return pattern[:end]
+@functools.cache
+def _table() -> tuple[tuple[SecretRule, _Rule], ...]:
+    """The rule table compiled, once per process."""
+    compiled = []
+    for spec in RULES:
+        if spec.gate == "assignment":  # found by `Scrubber._assignments`, not by one regex
+            continue
+        flags = re.IGNORECASE if spec.ignore_case else 0
+        folded = re.compile(spec.pattern) if spec.ignore_case or spec.gate == "context" else None
+        rule = _Rule(spec.id, re.compile(spec.pattern, flags), spec.id, spec.check, folded, spec.keys)
+        compiled.append((spec, rule))
+    return tuple(compiled)
 
 
-def _prefilter(rules: Sequence[_Rule]) -> re.Pattern[str] | None:
-    """One case-insensitive regex that every default or environment match must contain.
+class _Gate:
+    """Decides cheaply which rules a text needs, so that a text is searched once, not once per rule.
 
-    Trying twenty regexes costs microseconds per string even when each fails at once; short
-    strings are screened with this single search first. Custom patterns are not screened.
+    Substring tests, two character translations and (rarely) one split of the lower-cased text cost
+    a few microseconds for a few KB, where one regular-expression search per rule costs far more.
     """
-    if any(rule.kind == "custom" for rule in rules):
-        return None
-    prefixes = {rule.prefix for rule in rules}
-    return re.compile("|".join(map(re.escape, sorted(prefixes, key=len, reverse=True))), re.IGNORECASE)
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        grouped: dict[str, dict[str, list[_Rule]]] = {}
+        by_word: dict[str, list[_Rule]] = {}
+        self.shapes: list[tuple[tuple[str, ...], _Rule]] = []
+        self.context: list[_Rule] = []
+        table = _table()
+        for spec, rule in table:
+            if spec.gate == "text":
+                for key in spec.keys:
+                    sentinel = next((c for c in _SENTINELS if c in key), key)
+                    grouped.setdefault(sentinel, {}).setdefault(key, []).append(rule)
+            elif spec.gate == "word":
+                for key in spec.keys:
+                    by_word.setdefault(key, []).append(rule)
+            elif spec.gate == "shape":
+                self.shapes.append((spec.keys, rule))
+            else:
+                self.context.append(rule)
+        self.text = [(sentinel, list(keys.items())) for sentinel, keys in grouped.items()]
+        self.words = list(by_word.items())
+        self.prefixes = tuple(by_word)
+        self.env = [
+            (value, _Rule("env", re.compile(re.escape(value)), f"env {name}"))
+            for value, name in sorted(env.items(), key=lambda kv: -len(kv[0]))
+        ]
+        all_rules = [rule for _, rule in self.env] + [rule for _, rule in table] + [_ASSIGNMENT]
+        self.order = {id(rule): i for i, rule in enumerate(all_rules)}
+
+    def rules_for(self, s: str, low: str) -> tuple[list[_Rule], bool]:
+        """The rules worth trying on `s`, and whether to look for secret-named assignments."""
+        chosen: list[_Rule] = [rule for value, rule in self.env if value in s]
+        for sentinel, keys in self.text:
+            if sentinel in low:
+                for key, rules in keys:
+                    if key in low:
+                        chosen.extend(rules)
+        if len(s) >= MIN_TOKEN_LEN and _LONG_RUN in low.translate(_RUNS):
+            for word in low.translate(_WORD_BREAKS).split():
+                if len(word) < MIN_TOKEN_LEN:
+                    continue
+                if word.startswith(self.prefixes):
+                    chosen.extend(r for key, rules in self.words if word.startswith(key) for r in rules)
+                chosen.extend(rule for keys, rule in self.shapes if any(k in word for k in keys))
+        assignments = "=" in s or ":" in s
+        if len(chosen) > 1:
+            chosen = sorted(set(chosen), key=lambda rule: self.order[id(rule)])
+        return chosen, assignments
 
 
-def _secret_env_values(key_re: re.Pattern[str], safe_re: re.Pattern[str]) -> dict[str, str]:
+def _secret_env_values() -> dict[str, str]:
     """Values of secret-named environment variables, mapped to the variable name."""
     found: dict[str, str] = {}
     for name, value in os.environ.items():
-        if len(value) < _MIN_SECRET_LEN or not key_re.search(name) or safe_re.search(name):
+        if len(value) < _MIN_SECRET_LEN or secret_key_word(name) is None:
             continue
         if _ENV_NAME_SKIP.search(name) or os.path.isabs(value) or value.isdigit():
             continue
@@ -332,16 +305,18 @@ class Scrubber:
         self._callback = options.callback
         self._allow = frozenset(k.lower() for k in options.allow_keys)
         self._extra = [re.compile(p, re.IGNORECASE) for p in options.extra_patterns]
-        self._key_re = re.compile("|".join(DEFAULT_KEY_PATTERNS), re.IGNORECASE)
-        self._safe_re = re.compile("|".join(SAFE_KEY_PATTERNS), re.IGNORECASE)
-        self._rules = _rules(_secret_env_values(self._key_re, self._safe_re), options.extra_patterns)
-        self._prefilter = _prefilter(self._rules)
+        self._custom = [_Rule("custom", regex, "custom") for regex in self._extra]
+        self._gate = _Gate(_secret_env_values())
         self._key_cache: dict[str, re.Match[str] | None] = {}
         self._plain_cache: dict[str, bool] = {}
+        self._plain_json: set[str] = set()  # long JSON texts found plain
+        self._plain_json_chars = 0
         # Sets rather than the dicts above: a membership test is the cheapest check a caller can
         # make inline, once per attribute of every span.
         self.plain_keys: set[str] = set()
         self.plain_texts: set[str] = set()
+        # Resources scrubbed by `_transform.clean_resource`, by id: (the resource, its clean copy).
+        self.resources: dict[int, tuple[Resource, Resource]] = {}
 
     # -- public API -------------------------------------------------------------------------------
     def scrub_text(self, s: str, path: JsonPath = ()) -> str:
@@ -405,50 +380,121 @@ class Scrubber:
         """A quick test: True when `s` is neither JSON nor holds anything secret-shaped."""
         if len(s) < _MIN_SECRET_LEN:
             return True
-        if s[0] in "{[" or len(s) > _PREFILTER_MAX or self._prefilter is None:
+        if self._custom:
             return False
+        if s[0] in "{[":  # JSON: plain when scrubbing it changes nothing (short ones remembered)
+            if len(s) > _CACHED_TEXT_MAX:
+                return False
+            known = self._plain_cache.get(s)
+            if known is None:
+                known = self._scrub_string(s, (), ScrubTrail(), 0) is s
+                self._remember(s, known)
+            return known
         # Attribute values repeat (agent ids, model names, round types): remember the short ones, as
-        # one screening search costs microseconds and a dict look-up a few dozen nanoseconds.
+        # the gate costs a microsecond or more and a dict look-up a few dozen nanoseconds.
         cache = self._plain_cache
         known = cache.get(s)
         if known is not None:
             return known
-        plain = self._prefilter.search(s) is None
+        plain = not self._find(s)
         if len(s) <= _CACHED_TEXT_MAX:
-            if len(cache) >= _MAX_CACHED_TEXTS:
-                cache.clear()
-                self.plain_texts.clear()
-            cache[s] = plain
-            if plain:
-                self.plain_texts.add(s)
+            self._remember(s, plain)
         return plain
+
+    def _remember(self, s: str, plain: bool) -> None:
+        cache = self._plain_cache
+        if len(cache) >= _MAX_CACHED_TEXTS:
+            cache.clear()
+            self.plain_texts.clear()
+        cache[s] = plain
+        if plain:
+            self.plain_texts.add(s)
 
     # -- finding value shapes ---------------------------------------------------------------------
     def _find(self, s: str) -> list[_Hit]:
         """Every secret-shaped substring of `s`, leftmost first, without overlaps."""
-        if len(s) <= _PREFILTER_MAX and self._prefilter is not None and self._prefilter.search(s) is None:
-            return []
+        low = s.lower()
+        rules, assignments = self._gate.rules_for(s, low)
         hits: list[_Hit] = []
-        low: str | None = None
-        for rule in self._rules:
-            if rule.folded:
-                low = s.lower() if low is None else low
-                if len(low) == len(s):  # one char per char: positions line up with `s`
-                    hits.extend(
-                        _hit(rule, rule.full.match(s, m.start()) or m) for m in rule.regex.finditer(low)
-                    )
+        same = len(low) == len(s)  # one char per char: positions line up with `s`
+        for rule in (*rules, *self._custom):
+            matches = (
+                rule.folded.finditer(low) if rule.folded is not None and same else rule.regex.finditer(s)
+            )
+            for m in matches:
+                hit = _hit(rule, m)
+                if hit.end <= hit.start or s.startswith("[Scrubbed", hit.start):  # already scrubbed
                     continue
-            hits.extend(_hit(rule, m) for m in rule.full.finditer(s))
-        hits = [hit for hit in hits if _is_secret(hit.rule.kind, s[hit.start : hit.end])]
+                if rule.check is None or rule.check(s[hit.start : hit.end]):
+                    hits.append(hit)
+        if assignments and same:
+            hits.extend(self._assignments(s, low))
         if len(hits) > 1:
-            order = {id(rule): i for i, rule in enumerate(self._rules)}
-            hits.sort(key=lambda h: (h.start, order[id(h.rule)]))
+            order = self._gate.order
+            hits.sort(key=lambda h: (h.start, order.get(id(h.rule), len(order))))
             kept: list[_Hit] = []
             for hit in hits:
                 if not kept or hit.start >= kept[-1].end:
                     kept.append(hit)
+                elif hit.end > kept[-1].end:  # overlapping: one replacement covers both
+                    last = kept[-1]
+                    kept[-1] = _Hit(last.start, hit.end, last.rule, last.match)
             hits = kept
         return hits
+
+    def _assignments(self, s: str, low: str) -> list[_Hit]:
+        """`NAME=value`, `"name": "value"` and `name: value` with a secret-named NAME, in free text.
+
+        Driven by the separators, which prose has few of: for each `=` or `:`, the name before it.
+        """
+        hits: list[_Hit] = []
+        for sep in "=:":
+            i = s.find(sep)
+            while i != -1:
+                hit = self._assignment_at(s, low, i)
+                if hit is not None:
+                    hits.append(hit)
+                i = s.find(sep, i + 1)
+        return hits
+
+    def _assignment_at(self, s: str, low: str, sep_at: int) -> _Hit | None:
+        name_end = sep_at
+        while name_end > 0 and sep_at - name_end < 3 and s[name_end - 1] in " \t":
+            name_end -= 1
+        if name_end > 0 and s[name_end - 1] in "\"'":
+            name_end -= 1
+        start = name_end
+        while start > 0 and name_end - start < 80 and s[start - 1] in _NAME_CHARS:
+            start -= 1
+        if start == name_end:
+            return None
+        lower_name = low[start:name_end]
+        if (
+            not any(word in lower_name for word in ASSIGNMENT_WORDS)
+            or self.key_match(s[start:name_end]) is None
+        ):
+            return None
+        name = s[start:name_end]
+        value_at = _VALUE_START.match(s, sep_at + 1).end()  # type: ignore[union-attr]
+        if value_at >= len(s):
+            return None
+        value = _QUOTED_VALUE.match(s, value_at) if s[value_at] in "\"'" else None
+        if value is not None:
+            begin, end = value.span(2)
+        else:
+            value = _BARE_VALUE.match(s, value_at)
+            if value is None:
+                return None
+            begin, end = value.span()
+        lower_name = low[start:name_end]
+        for rule in self._gate.context:  # a vendor's own shape names the vendor in the replacement
+            if rule.folded is not None and any(key in lower_name for key in rule.keys):
+                m = rule.folded.search(low, max(0, start - 1), end + 1)
+                if m is not None:
+                    return _hit(rule, m)
+        if not assignment_value_is_secret(name, s[begin:end]):
+            return None
+        return _Hit(begin, end, _ASSIGNMENT, value)
 
     def _scrub_text(self, s: str, path: JsonPath, trail: ScrubTrail, hits: list[_Hit] | None = None) -> str:
         if len(s) < _MIN_SECRET_LEN:
@@ -485,16 +531,32 @@ class Scrubber:
 
     # -- keys and JSON ----------------------------------------------------------------------------
     def _match_key(self, key: str) -> re.Match[str] | None:
-        if key in SAFE_KEYS or key.lower() in self._allow or self._safe_re.search(key):
+        if key in SAFE_KEYS or key.lower() in self._allow:
             return None
-        match = self._key_re.search(key)
-        if match is None:
-            match = next((m for p in self._extra if (m := p.search(key))), None)
-        return match
+        where = secret_key_word(key)
+        if where is not None:
+            return _WHOLE.match(key, *where)
+        return next((m for p in self._extra if (m := p.search(key))), None)
 
     def _scrub_string(self, s: str, path: JsonPath, trail: ScrubTrail, depth: int) -> str:
         if len(s) < _MIN_SECRET_LEN:
             return s
+        long_json = len(s) > _CACHED_TEXT_MAX and s[0] in "{["
+        if long_json and s in self._plain_json:  # a config snapshot, re-sent with every session
+            return s
+        out = self._scrub_string_uncached(s, path, trail, depth)
+        if long_json and out is s and not self._custom and self._callback is None:
+            self._remember_json(s)
+        return out
+
+    def _remember_json(self, s: str) -> None:
+        if self._plain_json_chars + len(s) > _MAX_CACHED_JSON_CHARS:
+            self._plain_json.clear()
+            self._plain_json_chars = 0
+        self._plain_json.add(s)
+        self._plain_json_chars += len(s)
+
+    def _scrub_string_uncached(self, s: str, path: JsonPath, trail: ScrubTrail, depth: int) -> str:
         hits = self._find(s)
         if s[0] in "{[" and depth < _MAX_DEPTH:
             try:
@@ -561,7 +623,8 @@ class Scrubber:
 
     def _too_deep(self, value: Any, path: JsonPath, trail: ScrubTrail) -> Any:
         text = dumps_json(value)
-        if not self._find(text) and not self._key_re.search(text):
+        low = text.lower()
+        if not self._find(text) and not any(word in low for word in ASSIGNMENT_WORDS):
             return value
         trail.record(path)
         return "[Scrubbed: nested too deep]"
@@ -615,15 +678,3 @@ def _thaw(value: Any, depth: int) -> Any:
     if isinstance(value, (list, tuple)):
         return [_thaw(v, depth + 1) for v in value]
     return value
-
-
-def _is_secret(kind: str, secret: str) -> bool:
-    """Second look at matches whose shape alone is ambiguous."""
-    if kind == "secret_assignment":
-        return secret.lower() not in _PLACEHOLDERS and not secret.startswith("[Scrubbed")
-    if kind == "basic_auth":  # "Basic understanding" is prose; credentials decode to user:pass
-        try:
-            return b":" in base64.b64decode(secret + "=" * (-len(secret) % 4), validate=True)
-        except (binascii.Error, ValueError):
-            return False
-    return True

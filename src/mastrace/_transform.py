@@ -14,6 +14,7 @@ from itertools import islice
 from typing import Any
 
 from opentelemetry.attributes import BoundedAttributes
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util import BoundedList
 from opentelemetry.trace import Link, Status, StatusCode
@@ -35,10 +36,11 @@ _MESSAGE_KEYS = frozenset({semconv.LOGFIRE_MSG, semconv.LOGFIRE_MSG_TEMPLATE})
 def prepare_span(span: ReadableSpan, scrubber: Scrubber | None, limits: Limits) -> ReadableSpan:
     """Return `span` with secrets scrubbed, values made valid OTel types, and sizes capped.
 
-    Ids, kind, times, resource, scope and the `logfire.*` keys are kept as they are, except that
-    free text (the span name, event names, `logfire.msg`) is scrubbed of secret-shaped values.
-    When nothing needs changing the span itself is returned. Never raises: on an internal
-    failure the original span is returned and the failure is logged once.
+    Ids, kind, times, scope and the `logfire.*` keys are kept as they are, except that free text
+    (the span name, event names, `logfire.msg`) is scrubbed of secret-shaped values; resource
+    attributes are scrubbed like span attributes. When nothing needs changing the span itself is
+    returned. Never raises: when scrubbing itself fails, the span leaves with its ids and times but
+    without its text (`_withheld`), and the failure is logged once.
 
     Args:
         span: A finished span.
@@ -46,12 +48,57 @@ def prepare_span(span: ReadableSpan, scrubber: Scrubber | None, limits: Limits) 
         limits: Size limits for strings, JSON strings, sequences and attribute counts.
     """
     try:
-        if _untouched(span, scrubber, limits):
+        resource = clean_resource(span.resource, scrubber)
+        if resource is span.resource and _untouched(span, scrubber, limits):
             return span
-        return _Cleaner(scrubber, limits).span(span)
+        return _Cleaner(scrubber, limits).span(span, resource)
     except Exception as exc:
         log_internal_error("prepare_span", exc)
-        return span
+        return span if scrubber is None else _withheld(span, exc)
+
+
+_MAX_CACHED_RESOURCES = 64
+
+
+def clean_resource(resource: Resource, scrubber: Scrubber | None) -> Resource:
+    """`resource` with its attributes scrubbed (`OTEL_RESOURCE_ATTRIBUTES` can carry a secret).
+
+    A process has one or a few resources, each shared by every span: each is scrubbed once and
+    remembered, and returned as it is when nothing in it is secret.
+    """
+    if scrubber is None:
+        return resource
+    cache = scrubber.resources
+    known = cache.get(id(resource))
+    if known is not None and known[0] is resource:
+        return known[1]
+    attributes = resource.attributes
+    cleaned_attributes, _ = scrubber.scrub_attributes(attributes, ("resource",))
+    changed = any(cleaned_attributes[key] is not value for key, value in attributes.items())
+    cleaned = Resource(cleaned_attributes, resource.schema_url) if changed else resource
+    if len(cache) >= _MAX_CACHED_RESOURCES:
+        cache.clear()
+    cache[id(resource)] = (resource, cleaned)
+    return cleaned
+
+
+def _withheld(span: ReadableSpan, exc: BaseException) -> ReadableSpan:
+    """A copy of `span` that keeps its ids, times and status code but none of its text.
+
+    Used when scrubbing itself failed: a span that could not be checked must not leave as it is.
+    """
+    return ReadableSpan(
+        name="[Scrubbed: span could not be checked]",
+        context=span.context,
+        parent=span.parent,
+        resource=Resource({}, span.resource.schema_url),
+        attributes={semconv.MASTRACE_SCRUBBED: f"<scrubbing failed: {type(exc).__name__}>"},
+        kind=span.kind,
+        status=Status(span.status.status_code),
+        start_time=span.start_time,
+        end_time=span.end_time,
+        instrumentation_scope=span.instrumentation_scope,
+    )
 
 
 def _untouched(span: ReadableSpan, scrubber: Scrubber | None, limits: Limits) -> bool:
@@ -140,7 +187,7 @@ class _Cleaner:
         self.schema = ""
 
     # -- span -------------------------------------------------------------------------------------
-    def span(self, span: ReadableSpan) -> ReadableSpan:
+    def span(self, span: ReadableSpan, resource: Resource) -> ReadableSpan:
         current = span_attributes(span)
         schema = current.get(semconv.LOGFIRE_JSON_SCHEMA)
         self.schema = schema if isinstance(schema, str) else ""
@@ -149,7 +196,8 @@ class _Cleaner:
         links = self.links(span.links)
         status = self.status(span.status)
         name = self.text_value(span.name, ("span_name",))
-        if attrs is None and events is None and links is None and status is None and name == span.name:
+        unchanged = attrs is None and events is None and links is None and status is None
+        if unchanged and name == span.name and resource is span.resource:
             return span
         attributes = dict(span.attributes or {}) if attrs is None else attrs
         self.annotate(attributes)
@@ -157,7 +205,7 @@ class _Cleaner:
             name=name,
             context=span.context,
             parent=span.parent,
-            resource=span.resource,
+            resource=resource,
             attributes=_with_dropped(attributes, span.dropped_attributes),
             events=_events_like(span, events),
             links=_links_like(span, links),

@@ -15,6 +15,7 @@ import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from typing import Any
+from urllib.parse import quote, unquote
 
 from opentelemetry import trace
 from opentelemetry.context import Context
@@ -29,6 +30,7 @@ __all__ = ["LogfireTracerProvider", "configure_logfire", "hook_target", "is_logf
 
 _INSTALL_HINT = "configure(logfire=...) needs the logfire SDK: pip install 'mastrace[logfire]'"
 _EVERY_KEY = r"^(?=[\s\S])"  # matches at position 0 of any non-empty string
+_RESOURCE_ENV = "OTEL_RESOURCE_ATTRIBUTES"
 
 
 def configure_logfire(
@@ -65,7 +67,8 @@ def configure_logfire(
         send: bool | str | None = True
     else:  # None lets Logfire read LOGFIRE_SEND_TO_LOGFIRE
         send = None if os.environ.get("LOGFIRE_SEND_TO_LOGFIRE") else "if-token-present"
-    with nullcontext() if own_otlp_traces else _without_otlp_traces_exporter():
+    otlp = nullcontext() if own_otlp_traces else _without_otlp_traces_exporter()
+    with otlp, _scrubbed_resource_attributes(scrubbing_options):
         logfire.configure(
             token=token,
             send_to_logfire=send,  # type: ignore[arg-type]
@@ -87,6 +90,32 @@ def _without_otlp_traces_exporter() -> Iterator[None]:
         yield
     finally:
         os.environ.pop("OTEL_TRACES_EXPORTER", None)
+
+
+@contextmanager
+def _scrubbed_resource_attributes(options: ScrubbingOptions | None) -> Iterator[None]:
+    """Scrub `OTEL_RESOURCE_ATTRIBUTES` while Logfire builds its resource from it.
+
+    Logfire's scrubber looks at span attributes only; the resource it sends with every batch comes
+    from this variable (`key=value,…`, values percent-encoded), so a secret there is scrubbed here.
+    """
+    raw = os.environ.get(_RESOURCE_ENV)
+    if options is None or not raw:
+        yield
+        return
+    pairs = [item.split("=", 1) for item in raw.split(",") if "=" in item]
+    attributes = {unquote(k.strip()): unquote(v.strip()) for k, v in pairs}
+    cleaned, paths = Scrubber(options).scrub_attributes(attributes, ("resource",))
+    if not paths:
+        yield
+        return
+    os.environ[_RESOURCE_ENV] = ",".join(
+        f"{quote(k, safe='')}={quote(str(v), safe='')}" for k, v in cleaned.items()
+    )
+    try:
+        yield
+    finally:
+        os.environ[_RESOURCE_ENV] = raw
 
 
 def _logfire_scrubbing(logfire: Any, options: ScrubbingOptions | None) -> Any:
