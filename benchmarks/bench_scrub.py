@@ -31,7 +31,7 @@ from mastrace.store import LocalStoreExporter
 
 TARGET_SPANS_PER_S = 100_000
 TARGET_RATIO = 0.8
-WORDS = (
+WORDS = (  # noqa: SIM905
     "the agent reviewed each answer and weighed its evidence before voting for the clearest one; "
     "latency matters because every round waits on the slowest model, so the orchestrator keeps "
     "a budget of tokens per round and records usage, cost and the reasons given by each agent. "
@@ -153,12 +153,9 @@ def main() -> None:
         on.append(time_ingest(spans, Scrubber()))  # a new scrubber: its caches start empty
     rate_on, rate_off = len(spans) / min(on), len(spans) / min(off)
     print(f"spans:              {len(spans):,} (attributes {mean_bytes:,.0f} bytes on average)")
-    print(
-        f"scrubbing off (best of {args.repeat}): {rate_off:,.0f} spans/s (median {len(spans) / statistics.median(off):,.0f})"
-    )
-    print(
-        f"scrubbing on  (best of {args.repeat}): {rate_on:,.0f} spans/s (median {len(spans) / statistics.median(on):,.0f})"
-    )
+    for label, runs in (("off", off), ("on ", on)):
+        best, median = len(spans) / min(runs), len(spans) / statistics.median(runs)
+        print(f"scrubbing {label} (best of {args.repeat}): {best:,.0f} spans/s (median {median:,.0f})")
     print(f"on/off ratio:       {rate_on / rate_off:.2f} (goal >= {TARGET_RATIO})")
     print(f"on vs target:       {rate_on / TARGET_SPANS_PER_S:.2f}x of {TARGET_SPANS_PER_S:,} spans/s")
 

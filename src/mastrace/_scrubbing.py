@@ -469,10 +469,7 @@ class Scrubber:
         if start == name_end:
             return None
         lower_name = low[start:name_end]
-        if (
-            not any(word in lower_name for word in ASSIGNMENT_WORDS)
-            or self.key_match(s[start:name_end]) is None
-        ):
+        if not mentions_secret_word(lower_name) or self.key_match(s[start:name_end]) is None:
             return None
         name = s[start:name_end]
         value_at = _VALUE_START.match(s, sep_at + 1).end()  # type: ignore[union-attr]
@@ -486,7 +483,6 @@ class Scrubber:
             if value is None:
                 return None
             begin, end = value.span()
-        lower_name = low[start:name_end]
         for rule in self._gate.context:  # a vendor's own shape names the vendor in the replacement
             if rule.folded is not None and any(key in lower_name for key in rule.keys):
                 m = rule.folded.search(low, max(0, start - 1), end + 1)
