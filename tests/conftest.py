@@ -23,6 +23,8 @@ def _reset_mastrace(
     for name in list(os.environ):
         if name.startswith(_ENV_PREFIXES) or name in _ENV_NAMES:
             monkeypatch.delenv(name, raising=False)
+    # mastrace's own suite asks for its internal errors to be raised; users' suites never see them.
+    monkeypatch.setenv("MASTRACE_RAISE_INTERNAL", "1")
     monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
     _config.reset_for_tests()
     reset_reported()

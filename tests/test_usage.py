@@ -185,3 +185,27 @@ def test_gemini_thinking_tokens_count_as_output() -> None:
     )
     assert usage is not None
     assert (usage.output_tokens, usage.reasoning_tokens) == (450, 400)
+
+
+# -- values as providers send them -------------------------------------------------------------------
+def test_token_usage_takes_none_strings_and_floats() -> None:
+    """`None` means "not reported" (0); numeric strings and floats are converted; adding never raises."""
+    a = TokenUsage(input_tokens=None, output_tokens="12", total_tokens=7.0, cost="0.5")  # type: ignore[arg-type]
+    assert (a.input_tokens, a.output_tokens, a.total_tokens, a.cost) == (0, 12, 7, 0.5)
+    b = TokenUsage(input_tokens=" 3 ", reasoning_tokens=float("nan"), cost=None)  # type: ignore[arg-type]
+    assert (b.input_tokens, b.reasoning_tokens, b.cost) == (3, 0, 0.0)
+    total = a + b + Usage(cost=None, units={"api_calls": "2"})  # type: ignore[arg-type, dict-item]
+    assert isinstance(total, TokenUsage)
+    assert (total.input_tokens, total.output_tokens, total.cost, total.units) == (
+        3,
+        12,
+        0.5,
+        {"api_calls": 2},
+    )
+    assert sum([a, b], Usage()).to_dict()["output_tokens"] == 12  # type: ignore[union-attr]
+    assert TokenUsage(input_tokens="many").input_tokens == 0  # type: ignore[arg-type]
+
+
+def test_provider_usage_with_string_counts_is_read() -> None:
+    usage = TokenUsage.from_provider({"prompt_tokens": "10", "completion_tokens": None, "total_tokens": 10.0})
+    assert usage is not None and (usage.input_tokens, usage.output_tokens, usage.total_tokens) == (10, 0, 10)

@@ -294,6 +294,7 @@ def _initialize(settings: Settings) -> None:
     _continue_env_trace()
     _install_exit_hooks()
     STATE.provider = provider
+    STATE.on_lost = pipeline.note_lost
     STATE.generation += 1
 
 
@@ -441,6 +442,7 @@ def shutdown(timeout: float = 5.0, *, interrupted: bool = False) -> FlushResult:
         _RT.pipeline = None
         _RT.settings = None
         STATE.provider = None
+        STATE.on_lost = None
         STATE.generation += 1
         _context.unpatch_threads()
         return pipeline.shutdown(timeout)

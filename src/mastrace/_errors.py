@@ -1,15 +1,15 @@
 """Internal error handling: telemetry failures never reach user code.
 
-`handle_internal_errors` wraps every span hook, decorator wrapper, snapshot and export. Outside
-tests it logs the failure (once per call site) and lets the user's code carry on; under pytest it
-re-raises so that our own bugs fail our own tests.
+`handle_internal_errors` wraps every span hook, decorator wrapper, snapshot and export. It logs the
+failure (once per call site) and lets the user's code carry on. Only when the environment variable
+`MASTRACE_RAISE_INTERNAL=1` asks for it (mastrace's own test suite sets it) is the error re-raised,
+so that mastrace's bugs fail mastrace's tests; a user's test suite is never failed by them.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -18,13 +18,26 @@ logger = logging.getLogger("mastrace")
 _reported: set[str] = set()
 
 
-def _under_pytest() -> bool:
-    return "pytest" in sys.modules and os.environ.get("MASTRACE_RAISE_INTERNAL", "1") != "0"
+RAISE_INTERNAL_ENV = "MASTRACE_RAISE_INTERNAL"
+
+
+def raise_internal() -> bool:
+    """Whether internal errors are re-raised: only when `MASTRACE_RAISE_INTERNAL=1`."""
+    return os.environ.get(RAISE_INTERNAL_ENV) == "1"
+
+
+def unreadable(exc: BaseException) -> str:
+    """The marker that stands for a value that raised when read: `<unreadable: RuntimeError>`."""
+    try:
+        name = type(exc).__name__
+    except Exception:  # pragma: no cover - a metaclass that breaks __name__
+        name = "error"
+    return f"<unreadable: {name}>"
 
 
 def log_internal_error(where: str, exc: BaseException) -> None:
-    """Log an internal failure once per `where`; re-raise it when running under pytest."""
-    if _under_pytest():
+    """Log an internal failure once per `where`; re-raise it when `MASTRACE_RAISE_INTERNAL=1`."""
+    if raise_internal():
         raise exc
     if where in _reported:
         return

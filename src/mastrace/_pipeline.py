@@ -156,6 +156,11 @@ class Destination:
         if n + 1 >= self._wake_at and not self._wake.is_set():
             self._wake.set()
 
+    def count_dropped(self, n: int) -> None:
+        """Count `n` spans this destination will never get as dropped."""
+        with self._lock:
+            self.dropped += n
+
     # -- worker side ------------------------------------------------------------------------------
     def _run(self) -> None:
         while True:
@@ -307,6 +312,11 @@ class Pipeline(SpanProcessor):
             return
         for destination in self.destinations:
             destination.offer(span)
+
+    def note_lost(self, n: int = 1) -> None:
+        """Count `n` spans that never reached this pipeline (lost inside mastrace) as dropped everywhere."""
+        for destination in self.destinations:
+            destination.count_dropped(n)
 
     def open_spans(self) -> list[Span]:
         """Spans started but not yet ended."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -54,12 +55,20 @@ def config_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _serialise(value: Any) -> str:
-    """Canonical JSON of any value (the one place snapshots are serialised)."""
+    """Canonical JSON of any value (the one place snapshots are serialised).
+
+    A lone surrogate (from a badly decoded file name, say) cannot be written as UTF-8: it becomes
+    U+FFFD, so one odd field does not cost the whole snapshot.
+    """
     try:
-        return _canonical(value)
+        text = _canonical(value)
     except Exception:  # NaN, cycles, odd keys or types: normalise first
-        return _canonical(to_json_value(value))
+        text = _canonical(to_json_value(value))
+    return _SURROGATE.sub("\ufffd", text) if not text.isascii() else text
 
 
 def _stable(config: Any) -> Any:

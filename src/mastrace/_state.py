@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +18,8 @@ class State:
     generation: int = 0
     counters: dict[str, int] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+    # Told about each span that could not be created or ended: the pipeline counts it as dropped.
+    on_lost: Callable[[int], None] | None = None
 
 
 STATE = State()
@@ -24,3 +28,12 @@ STATE = State()
 def bump(counter: str, n: int = 1) -> None:
     """Increment a diagnostic counter (cheap, best effort under threads)."""
     STATE.counters[counter] = STATE.counters.get(counter, 0) + n
+
+
+def span_lost(n: int = 1) -> None:
+    """Count `n` spans lost inside mastrace (never created, or never ended) as dropped."""
+    bump("spans_lost", n)
+    on_lost = STATE.on_lost
+    if on_lost is not None:
+        with suppress(Exception):  # counting must not fail the caller
+            on_lost(n)

@@ -23,9 +23,9 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
 from . import semconv
-from ._errors import handle_internal_errors, log_internal_error
+from ._errors import handle_internal_errors, log_internal_error, unreadable
 from ._snapshot import coerce_value, json_schema
-from ._state import STATE, bump
+from ._state import STATE, bump, span_lost
 
 __all__ = ["NOOP_SPAN", "NoOpSpan", "Span", "Tracer", "get_tracer"]
 
@@ -53,21 +53,31 @@ _LEVELS = {
 
 
 def coerce_attribute(value: Any) -> tuple[AttributeValue | None, bool]:
-    """Turn any value into a valid OpenTelemetry attribute value.
+    """Turn any value into a valid OpenTelemetry attribute value. Never raises.
 
     Returns the value and whether it was encoded as a JSON string. `None` is dropped. The same
-    coercion the export path applies, so a value is encoded once, here, on the caller's thread.
+    coercion the export path applies, so a value is encoded once, here, on the caller's thread. A
+    value that raises when read (a lazy proxy, a closed handle) becomes `<unreadable: ErrorType>`.
     """
-    return coerce_value(value)
+    try:
+        return coerce_value(value)
+    except Exception as exc:
+        return unreadable(exc), False
 
 
 def _clean_attributes(
     attributes: Mapping[str, Any],
 ) -> tuple[dict[str, AttributeValue], dict[str, str] | None]:
-    """Valid attribute values, and the JSON text of each value that was encoded as JSON."""
+    """Valid attribute values, and the JSON text of each value that was encoded as JSON. Never raises."""
     out: dict[str, AttributeValue] = {}
     json_texts: dict[str, str] | None = None
-    for key, value in attributes.items():
+    try:
+        items = list(attributes.items())
+    except Exception as exc:  # a mapping that cannot be read: say so rather than lose the span
+        return {semconv.MASTRACE_UNREADABLE: unreadable(exc)}, None
+    for key, value in items:
+        if type(key) is not str:
+            key = _text(key)
         t = type(value)
         if t is str or t is int or t is float or t is bool:
             out[key] = value
@@ -81,8 +91,19 @@ def _clean_attributes(
     return out, json_texts
 
 
+def _text(value: Any) -> str:
+    """`str(value)`, or the unreadable marker when that raises."""
+    try:
+        return str(value)
+    except Exception as exc:
+        return unreadable(exc)
+
+
 def _to_link(link: Any) -> Link | None:
     if isinstance(link, Link):
+        if link.attributes:  # a link's attributes are user values like any other
+            attributes, _ = _clean_attributes(link.attributes)
+            return Link(link.context, attributes)
         return link
     if isinstance(link, SpanContext):
         return Link(link)
@@ -92,6 +113,24 @@ def _to_link(link: Any) -> Link | None:
     if isinstance(link, trace.Span):
         return Link(link.get_span_context())
     return None
+
+
+def _links(given: Any) -> list[Link]:
+    """The valid links among `given` (one link or a sequence). Never raises."""
+    if isinstance(given, (Link, SpanContext, Span, NoOpSpan, trace.Span)):
+        given = (given,)  # one link passed on its own
+    links = []
+    try:
+        for item in given:
+            try:
+                link = _to_link(item)
+            except Exception:
+                continue
+            if link is not None:
+                links.append(link)
+    except Exception:  # not iterable, or an iterator that fails: keep what was read
+        pass
+    return links
 
 
 def _remember_stale(ctx: Context, restore: Context) -> None:
@@ -174,10 +213,9 @@ class Span:
             attrs, self._json_keys = _clean_attributes(self._attrs)
         links = None
         if self._links:
-            given = self._links
-            if isinstance(given, (Link, SpanContext, Span, NoOpSpan, trace.Span)):
-                given = (given,)  # one link passed on its own
-            links = [lk for lk in map(_to_link, given) if lk is not None]
+            links = _links(self._links)
+        if type(self._name) is not str:
+            self._name = _text(self._name)
         var = _VAR
         if var is not None:
             parent = var.get()
@@ -199,6 +237,8 @@ class Span:
         try:
             return self.start()
         except Exception as exc:
+            if self._span is None:
+                span_lost()
             log_internal_error("span start", exc)
             return self
 
@@ -226,12 +266,16 @@ class Span:
             return
         self._span = None
         self._ended = span
-        if exc is not None and not isinstance(exc, GeneratorExit):
-            self._record_error(span, exc)
-        if self._json_keys:
-            span.set_attribute(semconv.LOGFIRE_JSON_SCHEMA, json_schema(self._json_keys))
-        span.end(end_time)
-        self._detach()
+        try:
+            if exc is not None and not isinstance(exc, GeneratorExit):
+                self._record_error(span, exc)
+            if self._json_keys:
+                span.set_attribute(semconv.LOGFIRE_JSON_SCHEMA, json_schema(self._json_keys))
+        finally:  # whatever failed above, the span ends and is exported
+            try:
+                span.end(end_time)
+            finally:
+                self._detach()
 
     def _detach(self) -> None:
         token = self._token
@@ -272,8 +316,19 @@ class Span:
 
     @staticmethod
     def _record_error(span: trace.Span, exc: BaseException) -> None:
-        span.record_exception(exc, escaped=True)
-        span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+        message = _text(exc)
+        try:
+            span.record_exception(exc, escaped=True)
+        except Exception:  # an exception whose message or traceback cannot be read
+            span.add_event(
+                "exception",
+                {
+                    semconv.EXCEPTION_TYPE: type(exc).__name__,
+                    semconv.EXCEPTION_MESSAGE: message,
+                    semconv.EXCEPTION_ESCAPED: True,
+                },
+            )
+        span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {message}"))
 
     # -- annotation -------------------------------------------------------------------------------
     def set_attribute(self, key: str, value: Any) -> None:
@@ -351,6 +406,8 @@ class Span:
             return
         with handle_internal_errors("set_status"):
             code = _STATUS[status] if isinstance(status, str) else status
+            if description is not None and type(description) is not str:
+                description = _text(description)
             span.set_status(Status(code, description if code is StatusCode.ERROR else None))
 
     # -- introspection ----------------------------------------------------------------------------
@@ -541,6 +598,8 @@ class Tracer:
         try:
             return span.start(attach=False)
         except Exception as exc:
+            if isinstance(span, Span) and span.otel_span is None:
+                span_lost()
             log_internal_error("start_span", exc)
             return NOOP_SPAN
 

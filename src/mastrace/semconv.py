@@ -123,6 +123,14 @@ MASTRACE_ARGS: Final = "mastrace.args"
 MASTRACE_RETURN: Final = "mastrace.return"
 MASTRACE_CODE_FUNCTION: Final = "code.function"
 MASTRACE_CODE_NAMESPACE: Final = "code.namespace"
+MASTRACE_UNREADABLE: Final = "mastrace.unreadable_attributes"
+"""Set instead of a span's attributes when the mapping given could not be read at all."""
+
+# --- OpenTelemetry exception event (semantic conventions) ---------------------------------------
+EXCEPTION_TYPE: Final = "exception.type"
+EXCEPTION_MESSAGE: Final = "exception.message"
+EXCEPTION_STACKTRACE: Final = "exception.stacktrace"
+EXCEPTION_ESCAPED: Final = "exception.escaped"
 
 # --- Logfire rendering keys ---------------------------------------------------------------------
 LOGFIRE_SPAN_TYPE: Final = "logfire.span_type"

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
+import math
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -51,11 +52,42 @@ def _same(a: str | None, b: str | None) -> str | None:
     return a if a == b else None
 
 
+def as_count(value: Any) -> int:
+    """A token count as providers send it: int, float (`12.0`), numeric string (`"12"`) or None.
+
+    None, and anything that is not a number, counts as 0 ("not reported"). Never raises.
+    """
+    if type(value) is int:
+        return value
+    if value is None or isinstance(value, bool):
+        return int(value or 0)
+    try:
+        number = float(value.strip()) if isinstance(value, (str, bytes)) else float(value)
+    except (TypeError, ValueError, AttributeError, OverflowError):
+        return 0
+    return int(number) if math.isfinite(number) else 0
+
+
+def as_amount(value: Any) -> float:
+    """A cost as providers send it (float, int, numeric string or None); None counts as 0.0."""
+    if type(value) is float:
+        return value if math.isfinite(value) else 0.0
+    if value is None or isinstance(value, bool):
+        return 0.0
+    try:
+        number = float(value.strip()) if isinstance(value, (str, bytes)) else float(value)
+    except (TypeError, ValueError, AttributeError, OverflowError):
+        return 0.0
+    return number if math.isfinite(number) else 0.0
+
+
 @dataclass
 class Usage:
     """A usage record for any billable resource (MASEval-compatible).
 
-    `Usage()` is the zero element, so `sum(records, Usage())` works.
+    `Usage()` is the zero element, so `sum(records, Usage())` works. Values are taken as providers
+    send them: `None` means "not reported" and counts as 0, numeric strings (`"12"`) and floats
+    are converted, so adding records never raises.
 
     Attributes:
         cost: Total cost (USD, or whatever unit the pricing uses).
@@ -72,6 +104,13 @@ class Usage:
     category: str | None = None
     component_name: str | None = None
     kind: str | None = None
+
+    def __post_init__(self) -> None:
+        if type(self.cost) is not float:
+            self.cost = as_amount(self.cost)
+        units = self.units
+        if not isinstance(units, dict) or any(type(v) not in (int, float) for v in units.values()):
+            self.units = _clean_units(units)
 
     def _combine(self, other: Usage, sign: int) -> dict[str, Any]:
         units: dict[str, int | float] = dict(self.units)
@@ -175,6 +214,13 @@ class TokenUsage(Usage):
     reasoning_tokens: int = 0
     audio_tokens: int = 0
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in _TOKEN_FIELDS:
+            value = getattr(self, name)
+            if type(value) is not int:
+                setattr(self, name, as_count(value))
+
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
             return NotImplemented
@@ -271,8 +317,27 @@ def _int(obj: Any, *keys: str) -> int | None:
     for key in keys:
         value = field_of(obj, key)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return int(value)
+            return as_count(value)
+        if isinstance(value, str) and value.strip():
+            count = as_count(value)
+            if count or value.strip().strip("0.") == "":
+                return count
     return None
+
+
+def _clean_units(units: Any) -> dict[str, int | float]:
+    try:
+        items = list(dict(units).items()) if units else []
+    except Exception:
+        return {}
+    out: dict[str, int | float] = {}
+    for key, value in items:
+        if type(value) in (int, float):
+            out[str(key)] = value
+        else:
+            amount = as_amount(value)
+            out[str(key)] = int(amount) if amount.is_integer() else amount
+    return out
 
 
 # -- cost ----------------------------------------------------------------------------------------
