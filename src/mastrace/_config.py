@@ -217,7 +217,9 @@ def configure(
         ConfigError: An argument (the message names it) or an environment variable (the message
             names the variable) is invalid; the message says what is accepted.
         ExportError: An exporter cannot be built (for example `logfire` is not installed).
-        StoreError: The local store folder cannot be written.
+
+    A local store folder that cannot be written (read-only, no permission) is not an error: it gives
+    one warning (logger `mastrace`), its spans count as failed, and the other destinations work.
 
     Example:
         >>> import mastrace
@@ -383,7 +385,10 @@ def _destinations(settings: Settings) -> list[Destination]:
     if settings.local is not None:
         from .store import LocalStoreExporter
 
-        out.append(Destination("local", LocalStoreExporter(settings.local), transform, **common))
+        # strict=False: an unwritable folder is one warning and counted failures, not an exception
+        # in the application; the other destinations keep working.
+        store = LocalStoreExporter(settings.local, strict=False)
+        out.append(Destination("local", store, transform, **common))
     if settings.otlp:
         from .exporters.otlp import build_otlp_exporter
 

@@ -163,8 +163,11 @@ class Destination:
 
     # -- worker side ------------------------------------------------------------------------------
     def _run(self) -> None:
+        # Waking twice per interval keeps every span's wait in the queue under one interval, even
+        # when an export takes a while: what a SIGKILL can lose is what ended in the last interval.
+        pause = self._interval / 2
         while True:
-            self._wake.wait(self._interval)
+            self._wake.wait(pause)
             self._wake.clear()
             self._drain()
             if self._stopping and not self._queue:
@@ -195,19 +198,23 @@ class Destination:
 
     def _export(self, batch: list[ReadableSpan]) -> None:
         error: Exception | None = None
+        n = len(batch)
+        done = 0
         try:
             spans = [self._transform(s) for s in batch] if self._transform else batch
-            ok = self.exporter.export(spans) is SpanExportResult.SUCCESS
+            counted = getattr(self.exporter, "export_counted", None)
+            if counted is not None:  # an exporter that can say how many of the batch it kept
+                done = min(n, max(0, int(counted(spans))))
+            elif self.exporter.export(spans) is SpanExportResult.SUCCESS:
+                done = n
         except Exception as exc:  # an exporter must not raise; count it and carry on
-            ok, error = False, exc
-        n = len(batch)
+            error = exc
+        ok = done == n
         with self._lock:
             if not self.synchronous:
                 self._in_flight -= n
-            if ok:
-                self.exported += n
-            else:
-                self.failed += n
+            self.exported += done
+            self.failed += n - done
         if not ok:
             detail = f": {type(error).__name__}: {error}" if error else ""
             warn_once(

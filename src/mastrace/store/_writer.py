@@ -60,8 +60,12 @@ class LocalStoreExporter(SpanExporter):
         exported_spans: Spans written so far.
         failed_spans: Spans that could not be encoded or written (each failure cause is logged once).
 
+        strict: Raise `StoreError` when the folder cannot be written. With False, that is one
+            warning (logger `mastrace`); every export then tries again, and the spans of a
+            failed one count as failed.
+
     Raises:
-        StoreError: The store folder cannot be created or written.
+        StoreError: The store folder cannot be created or written, and `strict` is True.
 
     Example:
         ```python
@@ -75,7 +79,11 @@ class LocalStoreExporter(SpanExporter):
     """
 
     def __init__(
-        self, path: str | os.PathLike[str], *, max_segment_bytes: int = DEFAULT_SEGMENT_BYTES
+        self,
+        path: str | os.PathLike[str],
+        *,
+        max_segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        strict: bool = True,
     ) -> None:
         self.path = Path(path)
         self.segments_dir = self.path / SEGMENTS_DIR
@@ -100,7 +108,13 @@ class LocalStoreExporter(SpanExporter):
             with self._lock:
                 self._open_segment()
         except OSError as exc:
-            raise StoreError(f"cannot write the local store at {self.path}: {exc}") from exc
+            if strict:
+                raise StoreError(f"cannot write the local store at {self.path}: {exc}") from exc
+            warn_once(
+                "store.write",
+                f"mastrace: cannot write the local store at {self.path}: {exc}; its spans are counted "
+                "as failed (further failures are counted, not logged)",
+            )
 
     @property
     def segment(self) -> Path | None:
@@ -114,22 +128,39 @@ class LocalStoreExporter(SpanExporter):
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         """Append `spans` to the current segment; never raises."""
+        stored = self.export_counted(spans)
+        return SpanExportResult.SUCCESS if stored == len(spans) else SpanExportResult.FAILURE
+
+    def export_counted(self, spans: Sequence[ReadableSpan]) -> int:
+        """Append `spans` to the current segment and return how many are in the store; never raises.
+
+        When the disk fills up in the middle of a batch, the spans whose lines were written whole
+        count as stored and the others as failed, so the counts match what the store holds.
+        """
         if self._closed:
-            return SpanExportResult.FAILURE
+            return 0
         try:
             batch = self._encoder.encode_batch(spans, time.time_ns())
         except Exception as exc:
-            return self._fail(len(spans), "encode", exc)
+            self._fail(len(spans), "encode", exc)
+            return 0
         if batch.failed:
             self._fail(batch.failed, "encode", ValueError(f"{batch.failed} malformed span(s)"))
-        if batch.data:
-            try:
-                with self._lock:
-                    self._append(batch)
-                    self.exported_spans += batch.encoded
-            except Exception as exc:
-                return self._fail(batch.encoded, "write", exc)
-        return SpanExportResult.FAILURE if batch.failed else SpanExportResult.SUCCESS
+        if not batch.data:
+            return 0
+        try:
+            with self._lock:
+                self._append(batch)
+                self.exported_spans += batch.encoded
+            return batch.encoded
+        except _PartialWrite as partial:
+            with self._lock:
+                self.exported_spans += partial.lines
+            self._fail(batch.encoded - partial.lines, "write", partial.error)
+            return partial.lines
+        except Exception as exc:
+            self._fail(batch.encoded, "write", exc)
+            return 0
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Nothing is buffered in the process: every exported span is already in the kernel's hands."""
@@ -159,7 +190,7 @@ class LocalStoreExporter(SpanExporter):
         assert self._fd is not None
         try:
             self._size += _write_all(self._fd, batch.data)
-        except OSError:
+        except _PartialWrite:
             # Part of a line may be on disk: start a fresh segment so that it stays the last line. Its
             # roots file may now miss a root span that did land, so readers must not rely on it.
             self._drop_roots()
@@ -230,10 +261,28 @@ class LocalStoreExporter(SpanExporter):
                 roots.unlink()
 
 
+class _PartialWrite(OSError):
+    """A write that failed after `lines` whole lines of its data were written."""
+
+    def __init__(self, error: OSError, lines: int) -> None:
+        super().__init__(error.errno, error.strerror)
+        self.error = error
+        self.lines = lines
+
+
 def _write_all(fd: int, data: bytes) -> int:
-    """Write all of `data` to `fd` (one `os.write` unless the kernel takes less); return its size."""
+    """Write all of `data` to `fd` (one `os.write` unless the kernel takes less); return its size.
+
+    Raises:
+        _PartialWrite: A write failed; it tells how many whole lines reached the file before.
+    """
     view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
+    done = 0
+    try:
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+            done += written
+    except OSError as exc:
+        raise _PartialWrite(exc, data.count(b"\n", 0, done)) from exc
     return len(data)
