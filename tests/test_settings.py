@@ -111,6 +111,9 @@ CASES: dict[str, Case] = {
     "max_queue_size": Case(
         "MASTRACE_MAX_QUEUE_SIZE", "1000", 5000, lambda s: s.max_queue_size, 5000, 1000, 200_000
     ),
+    "otlp_exit_timeout": Case(
+        "MASTRACE_OTLP_EXIT_TIMEOUT", "2", 0.5, lambda s: s.otlp_exit_timeout, 0.5, 2.0, 1.0
+    ),
     "shutdown_timeout": Case(
         "MASTRACE_SHUTDOWN_TIMEOUT", "2", 7.0, lambda s: s.shutdown_timeout, 7.0, 2.0, 5.0
     ),
@@ -254,6 +257,7 @@ def test_explicit_shutdown_timeout_bounds_the_exit_flush(monkeypatch: pytest.Mon
     [
         ("MASTRACE_SHUTDOWN_TIMEOUT", "abc", "a number of seconds, at least 0"),
         ("MASTRACE_SHUTDOWN_TIMEOUT", "-1", "a number of seconds, at least 0"),
+        ("MASTRACE_OTLP_EXIT_TIMEOUT", "soon", "a number of seconds, at least 0"),
         ("MASTRACE_SAMPLE_RATE", "2", "a number between 0.0 and 1.0"),
         ("MASTRACE_SAMPLE_RATE", "nan", "a number between 0.0 and 1.0"),
         ("MASTRACE_MAX_QUEUE_SIZE", "-1", "a whole number, at least 1"),

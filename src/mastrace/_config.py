@@ -31,7 +31,7 @@ from opentelemetry.sdk.trace.export import SpanExporter
 from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 
 from . import _context, _settings, semconv
-from ._errors import log_internal_error
+from ._errors import log_internal_error, logger
 from ._pipeline import Destination, FlushResult, Pipeline, SwitchProcessor
 from ._scrubbing import Scrubber, ScrubbingOptions
 from ._settings import UNSET, UnsetType
@@ -65,6 +65,7 @@ class Settings:
     max_queue_size: int = 200_000
     synchronous: bool = False
     shutdown_timeout: float = 5.0
+    otlp_exit_timeout: float = 1.0
     logfire_token_ignored: bool = False  # LOGFIRE_TOKEN is set but the logfire package is missing
     limits: Limits = field(default_factory=Limits)
 
@@ -98,6 +99,7 @@ def _resolve(arguments: Mapping[str, object]) -> Settings:
         max_queue_size=values["max_queue_size"][0],
         synchronous=values["synchronous"][0],
         shutdown_timeout=values["shutdown_timeout"][0],
+        otlp_exit_timeout=values["otlp_exit_timeout"][0],
         logfire_token_ignored=token_ignored,
     )
 
@@ -169,6 +171,7 @@ def configure(
     flush_interval: float | UnsetType | None = UNSET,
     max_queue_size: int | UnsetType | None = UNSET,
     shutdown_timeout: float | UnsetType | None = UNSET,
+    otlp_exit_timeout: float | UnsetType | None = UNSET,
     synchronous: bool | UnsetType = UNSET,
 ) -> None:
     """Set up tracing for this process. Safe to call more than once.
@@ -211,6 +214,8 @@ def configure(
             Env: `MASTRACE_MAX_QUEUE_SIZE`. Default: 200000.
         shutdown_timeout: Seconds the flush at exit and on SIGTERM may take.
             Env: `MASTRACE_SHUTDOWN_TIMEOUT`. Default: 5.0.
+        otlp_exit_timeout: Seconds of that an OTLP collector that is down or slow may take; what it
+            does not take stays in the local store. Env: `MASTRACE_OTLP_EXIT_TIMEOUT`. Default: 1.0.
         synchronous: Export on the calling thread when a span ends (for tests and scripts).
 
     Raises:
@@ -239,6 +244,7 @@ def configure(
             "flush_interval": flush_interval,
             "max_queue_size": max_queue_size,
             "shutdown_timeout": shutdown_timeout,
+            "otlp_exit_timeout": otlp_exit_timeout,
             "synchronous": synchronous,
         }
     )
@@ -390,9 +396,12 @@ def _destinations(settings: Settings) -> list[Destination]:
         store = LocalStoreExporter(settings.local, strict=False)
         out.append(Destination("local", store, transform, **common))
     if settings.otlp:
-        from .exporters.otlp import build_otlp_exporter
+        from .exporters.otlp import build_otlp_exporter, guard_otlp_exporter
 
-        out.append(Destination("otlp", build_otlp_exporter(settings.otlp), transform, **common))
+        exporter = guard_otlp_exporter(build_otlp_exporter(settings.otlp), settings.otlp)
+        destination = Destination("otlp", exporter, transform, **common)
+        destination.exit_budget = settings.otlp_exit_timeout
+        out.append(destination)
     if settings.console:
         from .exporters.console import ConsoleExporter
 
@@ -475,9 +484,30 @@ def _shutdown_timeout() -> float:
 
 def _at_exit() -> None:
     try:
-        shutdown(timeout=_shutdown_timeout(), interrupted=True)
+        settings = _RT.settings
+        result = shutdown(timeout=_shutdown_timeout(), interrupted=True)
+        _report_undelivered(result, settings)
     except Exception as exc:  # never let exit fail because of tracing
         log_internal_error("shutdown at exit", exc)
+
+
+def _report_undelivered(result: FlushResult, settings: Settings | None) -> None:
+    """One line at exit when spans did not reach a destination: how many, which, and where they are."""
+    missed = {  # pending: still being sent when the exit budget ran out, so not known delivered
+        name: stats.dropped + stats.failed + stats.pending
+        for name, stats in result.destinations.items()
+        if stats.dropped + stats.failed + stats.pending
+    }
+    if not missed:
+        return
+    parts = ", ".join(f"{n} to {name}" for name, n in missed.items())
+    store = settings.local if settings is not None else None
+    safe = (
+        f"; they are in the local store at {store}"
+        if store is not None and "local" in result.destinations and "local" not in missed
+        else ""
+    )
+    logger.warning("mastrace: spans not delivered at exit: %s%s", parts, safe)
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:

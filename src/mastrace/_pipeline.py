@@ -121,6 +121,10 @@ class Destination:
         self.dropped = 0
         self.failed = 0
         self._thread: threading.Thread | None = None
+        # Seconds of a shutdown this destination may take (None: all of it). A remote collector
+        # that is down must not hold the process: what it did not take is counted, not waited for.
+        self.exit_budget: float | None = None
+        self._closer: threading.Thread | None = None
         self._start_worker()
 
     def _start_worker(self) -> None:
@@ -271,8 +275,10 @@ class Destination:
                     self.dropped += 1
 
     def close_exporter(self) -> threading.Thread:
-        """Shut the exporter down on a daemon thread (it may block); returns that thread."""
-        closer = threading.Thread(
+        """Shut the exporter down on a daemon thread (it may block); returns that thread. Once only."""
+        if self._closer is not None:
+            return self._closer
+        closer = self._closer = threading.Thread(
             target=self._close_exporter, name=f"mastrace-close-{self.name}", daemon=True
         )
         closer.start()
@@ -368,11 +374,26 @@ class Pipeline(SpanProcessor):
 
         What a destination could not export in time is counted as dropped.
         """
-        deadline = time.monotonic() + timeout
-        complete = self._flush_all(deadline)
+        now = time.monotonic()
+        deadline = now + timeout
+        markers = [(d, d.request_flush()) for d in self.destinations]
+        budgeted = [
+            (d, m, min(deadline, now + d.exit_budget)) for d, m in markers if d.exit_budget is not None
+        ]
+        complete = True
+        for d, marker, own in budgeted:  # the remote ones first: each is cut short at its own budget
+            if not d.wait(marker, own):
+                complete = False
+                d.stop()
+                d.close_exporter()  # interrupts an exporter stuck retrying
+        complete = all([d.wait(m, deadline) for d, m in markers if d.exit_budget is None]) and complete
         for d in self.destinations:
             d.stop()
-        complete = all([d.join(deadline) for d in self.destinations]) and complete
+        joined = [
+            d.join(deadline if d.exit_budget is None else min(deadline, now + d.exit_budget + 0.1))
+            for d in self.destinations
+        ]
+        complete = all(joined) and complete
         for d in self.destinations:
             d.abandon()
         # Shutting an exporter down also interrupts one stuck retrying (the OTLP exporters).

@@ -382,6 +382,18 @@ SHUTDOWN_TIMEOUT: Final = Param[float](
     accepts="a number of seconds, at least 0",
     none_is_unset=True,
 )
+OTLP_EXIT_TIMEOUT: Final = Param[float](
+    name="otlp_exit_timeout",
+    env=("MASTRACE_OTLP_EXIT_TIMEOUT",),
+    type="float",
+    default=1.0,
+    default_doc="`1.0`",
+    parser=_parse_float,
+    check=_number_check(float, 0.0),
+    doc="Seconds the flush at exit may wait for an OTLP collector that is down or slow.",
+    accepts="a number of seconds, at least 0",
+    none_is_unset=True,
+)
 SYNCHRONOUS: Final = Param[bool](
     name="synchronous",
     env=(),
@@ -420,6 +432,7 @@ PARAMS: Final[tuple[Param[Any], ...]] = (
     FLUSH_INTERVAL,
     MAX_QUEUE_SIZE,
     SHUTDOWN_TIMEOUT,
+    OTLP_EXIT_TIMEOUT,
     SYNCHRONOUS,
     DISABLED,
 )

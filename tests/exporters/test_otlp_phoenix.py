@@ -206,7 +206,8 @@ def test_otlp_failures_are_logged_once(
     assert mastrace.force_flush(timeout=10).destinations["otlp"].failed == 5
     otel_records = [r for r in caplog.records if r.name.startswith("opentelemetry.exporter")]
     ours = [r for r in caplog.records if r.name == "mastrace" and "otlp" in r.getMessage()]
-    assert (len(otel_records), len(ours)) == (1, 1)
+    # A refused port is now found before the exporter tries (and would log): at most its one record.
+    assert len(otel_records) <= 1 and len(ours) == 1
 
 
 def test_http_endpoint_gets_the_traces_path() -> None:

@@ -10,14 +10,23 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import threading
+from collections.abc import Sequence
 from urllib.parse import urlsplit
 
-from opentelemetry.sdk.trace.export import SpanExporter
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from ..exceptions import ConfigError, ExportError
 
-__all__ = ["build_otlp_exporter", "otlp_protocol", "validate_endpoint"]
+__all__ = [
+    "FastFailExporter",
+    "build_otlp_exporter",
+    "guard_otlp_exporter",
+    "otlp_protocol",
+    "validate_endpoint",
+]
 
 _PROTOCOLS = ("http/protobuf", "grpc")
 _EXPORTER_LOGGERS = (
@@ -93,6 +102,82 @@ def build_otlp_exporter(endpoint: str | bool, protocol: str | None = None) -> Sp
         return Http(endpoint=url)
     except ImportError as exc:  # pragma: no cover - the exporter is a core dependency
         raise ExportError(f"the OTLP {protocol} exporter is not installed: {exc}") from exc
+
+
+def guard_otlp_exporter(
+    exporter: SpanExporter, endpoint: str | bool, protocol: str | None = None
+) -> SpanExporter:
+    """Wrap an OTLP exporter so that a collector that is down fails a batch at once.
+
+    The OpenTelemetry exporters retry a refused connection with exponential backoff for up to their
+    timeout (10 s by default), on every batch: a process exits seconds late and `force_flush()`
+    waits. `FastFailExporter` looks first, with a TCP connection of at most `probe_timeout`
+    seconds, whenever the last batch failed: a port that refuses, or a host that does not answer,
+    fails the batch without the retries. Transient errors of a reachable collector (429, 503) are
+    still retried by the exporter itself.
+    """
+    address = _address(endpoint, protocol or otlp_protocol())
+    if address is None:
+        return exporter
+    return FastFailExporter(exporter, address)
+
+
+def _address(endpoint: str | bool, protocol: str) -> tuple[str, int] | None:
+    """The host and port to probe for `endpoint`, or None when probing would not tell (a proxy)."""
+    if endpoint is True:
+        var = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+        endpoint = os.environ.get(var) or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or ""
+        if not endpoint:
+            endpoint = "http://localhost:4317" if protocol == "grpc" else "http://localhost:4318"
+    parts = urlsplit(str(endpoint).strip())
+    if not parts.hostname:
+        return None
+    if any(
+        os.environ.get(v) for v in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy", "ALL_PROXY")
+    ):
+        return None
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return None
+    return parts.hostname, port
+
+
+class FastFailExporter(SpanExporter):
+    """An OTLP exporter that checks a collector is reachable before retrying it (see `guard_otlp_exporter`).
+
+    Args:
+        inner: The OpenTelemetry OTLP exporter.
+        address: The collector's host and port.
+        probe_timeout: Seconds a connection attempt may take.
+    """
+
+    def __init__(self, inner: SpanExporter, address: tuple[str, int], probe_timeout: float = 0.25) -> None:
+        self.inner = inner
+        self.address = address
+        self.probe_timeout = probe_timeout
+        self.reachable: bool | None = None  # None: not known yet
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        if self.reachable is not True and not self._probe():
+            self.reachable = False
+            return SpanExportResult.FAILURE
+        result = self.inner.export(spans)
+        self.reachable = result is SpanExportResult.SUCCESS or None
+        return result
+
+    def _probe(self) -> bool:
+        try:
+            with socket.create_connection(self.address, timeout=self.probe_timeout):
+                return True
+        except OSError:
+            return False
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return self.inner.force_flush(timeout_millis)
 
 
 class _FirstRecordOnly(logging.Filter):
