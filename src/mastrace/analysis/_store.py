@@ -21,6 +21,7 @@ import duckdb
 
 from ..exceptions import StoreError
 from ..store import connect, default_store_path, roots_complete, segment_files
+from ..store.reader import skipped_rows
 from ._kinds import AGENT_SPAN_SQL
 
 __all__ = ["RunRef", "RunSummary", "SpanRow", "TraceStore"]
@@ -154,12 +155,31 @@ class SpanRow:
 
 
 def _loads(text: str | None, default: Any) -> Any:
+    """Parsed JSON of the same shape as `default` (an object or an array), else `default`."""
     if not text:
         return default
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except ValueError:
         return default
+    return value if isinstance(value, type(default)) else default
+
+
+def _naive_utc(relation: duckdb.DuckDBPyRelation) -> duckdb.DuckDBPyRelation:
+    """`relation` with TIMESTAMPTZ columns as naive UTC timestamps (the session is in UTC).
+
+    Fetching a TIMESTAMPTZ into Python needs `pytz`, which mastrace does not depend on.
+    """
+    types = [str(t) for t in relation.types]
+    if "TIMESTAMP WITH TIME ZONE" not in types:
+        return relation
+    columns = []
+    for name, kind in zip(relation.columns, types, strict=True):
+        quoted = '"' + name.replace('"', '""') + '"'
+        columns.append(
+            f"CAST({quoted} AS TIMESTAMP) AS {quoted}" if kind == "TIMESTAMP WITH TIME ZONE" else quoted
+        )
+    return relation.project(", ".join(columns))
 
 
 def _span_row(row: dict[str, Any]) -> SpanRow:
@@ -205,9 +225,16 @@ class TraceStore:
         ```
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, sandbox: bool = False) -> None:
         self.path = Path(path).expanduser().absolute() if path is not None else default_store_path()
-        self.con = connect(self.path)
+        self.con = connect(self.path, external_access=not sandbox)
+
+    def skipped_rows(self) -> int:
+        """Lines of the store that the `records` view leaves out as malformed."""
+        try:
+            return skipped_rows(self.con, self.path)
+        except duckdb.Error:
+            return 0
 
     def __enter__(self) -> TraceStore:
         return self
@@ -230,9 +257,10 @@ class TraceStore:
     def table(self, sql: str, params: Sequence[Any] | None = None) -> tuple[list[str], list[tuple[Any, ...]]]:
         """Run `sql` and return its column names and row tuples; DuckDB errors become `StoreError`."""
         try:
-            cursor = self.con.execute(sql, params) if params is not None else self.con.execute(sql)
-            names = [d[0] for d in cursor.description or ()]
-            return names, cursor.fetchall()
+            relation = self.con.sql(sql, params=params)
+            if relation is None:  # a statement without a result
+                return [], []
+            return list(relation.columns), _naive_utc(relation).fetchall()
         except duckdb.Error as exc:
             raise StoreError(f"query failed: {exc}") from exc
 

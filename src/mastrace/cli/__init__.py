@@ -18,6 +18,7 @@ from typing import TextIO
 
 from ..exceptions import MastraceError
 from ._parser import build_parser
+from ._terminal import SafeStream, escape_control
 
 __all__ = ["main"]
 
@@ -35,13 +36,14 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> 
     Returns:
         The exit status: 0 on success, 2 for a usage error, an empty store, an unknown trace or bad SQL.
     """
-    out = stdout if stdout is not None else sys.stdout
+    # Whatever a store holds, control characters reach the terminal escaped (see `_terminal`).
+    out = SafeStream(stdout if stdout is not None else sys.stdout)
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return int(args.handler(args, out))
     except MastraceError as exc:
-        print(f"mastrace {args.command}: error: {exc}", file=sys.stderr)
+        print(escape_control(f"mastrace {args.command}: error: {exc}"), file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

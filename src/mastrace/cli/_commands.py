@@ -4,18 +4,46 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import TextIO
 
+import duckdb
+
 from ..analysis import RunSummary, TraceStore, format_duration, render_tree, text_table
+from ..exceptions import MastraceError
 from ._output import format_rows, json_default, progress
+from ._terminal import escape_control
 
 __all__ = ["cmd_query", "cmd_runs", "cmd_tree", "open_store"]
 
 
-def open_store(args: argparse.Namespace) -> TraceStore:
-    """The store named by `--store` (default `$MASTRACE_DIR` or `./.mastrace`)."""
-    return TraceStore(args.store)
+@contextmanager
+def open_store(args: argparse.Namespace, *, sandbox: bool = False) -> Iterator[TraceStore]:
+    """The store named by `--store` (default `$MASTRACE_DIR` or `./.mastrace`), closed afterwards.
+
+    Rows the store's views leave out as malformed (torn lines, hand-edited lines with mistyped
+    fields) are counted, and the count is said on stderr: never a traceback, never in silence.
+    """
+    with TraceStore(args.store, sandbox=sandbox) as store:
+        yield store
+        skipped = store.skipped_rows()
+    if skipped:
+        print(
+            escape_control(f"mastrace: skipped {skipped} malformed row(s) in {store.path}"), file=sys.stderr
+        )
+
+
+_READ_ONLY = frozenset({"SELECT", "EXPLAIN", "PRAGMA", "RELATION"})
+
+
+def _statements(sql: str) -> list[duckdb.Statement]:
+    try:
+        return list(duckdb.extract_statements(sql))
+    except duckdb.Error as exc:
+        raise MastraceError(f"query failed: {exc}") from exc
 
 
 def _started(start_us: int) -> str:
@@ -65,7 +93,15 @@ def cmd_tree(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_query(args: argparse.Namespace, out: TextIO) -> int:
     """Run SQL against the `records` table and print the result."""
-    with open_store(args) as store, progress("running query"):
+    statements = _statements(args.sql)
+    if len(statements) != 1:
+        raise MastraceError(f"give one SQL statement, not {len(statements)}")
+    sandbox = not args.allow_external_access
+    if sandbox and statements[0].type.name not in _READ_ONLY:
+        raise MastraceError(
+            f"only SELECT-like statements run without --allow-external-access (got {statements[0].type.name})"
+        )
+    with open_store(args, sandbox=sandbox) as store, progress("running query"):
         store.ensure_not_empty()
         names, rows = store.table(args.sql)
     out.write(format_rows(names, rows, args.format))

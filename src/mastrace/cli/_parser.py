@@ -71,6 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
     query = sub.add_parser("query", parents=[common], help="run SQL against the `records` table")
     query.add_argument("sql", metavar="SQL", help="a DuckDB SQL statement over `records`")
     query.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    query.add_argument(
+        "--allow-external-access",
+        action="store_true",
+        help="let the SQL read and write other files and databases (read_csv, COPY … TO, ATTACH); "
+        "off by default: the query sees the store and nothing else",
+    )
     query.set_defaults(handler=cmd_query)
 
     analyze = sub.add_parser("analyze", parents=[common], help=f"write {DEFAULT_REPORT} for a trace")

@@ -32,9 +32,11 @@ __all__ = [
     "SEGMENTS_DIR",
     "SEGMENT_SUFFIX",
     "STORED_FIELDS",
+    "VALID_ROW_SQL",
     "VIEW_NAME",
     "empty_source_sql",
     "read_json_sql",
+    "skipped_sql",
     "view_sql",
 ]
 
@@ -149,6 +151,16 @@ def empty_source_sql() -> str:
     return f"(SELECT {nulls} WHERE false)"
 
 
+VALID_ROW_SQL: Final = (
+    "length(trace_id) = 32 AND length(span_id) = 16 "
+    "AND (parent_span_id IS NULL OR length(parent_span_id) = 16) "
+    "AND start_ns IS NOT NULL AND end_ns IS NOT NULL"
+)
+"""A row the views keep: ids of the right length and both times. A torn line, a line edited by hand
+with mistyped fields (read as NULL, or a list where an id should be) is left out, and counted by
+`skipped_sql`."""
+
+
 def view_sql(source: str, name: str = VIEW_NAME) -> str:
     """The `CREATE VIEW` statement for `name` (`records` or `roots`) over `source`.
 
@@ -158,5 +170,10 @@ def view_sql(source: str, name: str = VIEW_NAME) -> str:
     """
     return (
         f"CREATE OR REPLACE VIEW {name} AS SELECT\n    {_select_list()}\n"
-        f"FROM {source} AS segments\nWHERE span_id IS NOT NULL"
+        f"FROM {source} AS segments\nWHERE {VALID_ROW_SQL}"
     )
+
+
+def skipped_sql(source: str) -> str:
+    """A query counting the rows of `source` that `view_sql` leaves out (as `n`)."""
+    return f"SELECT count(*) AS n FROM {source} AS segments WHERE NOT coalesce({VALID_ROW_SQL}, false)"

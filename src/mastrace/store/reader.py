@@ -39,10 +39,19 @@ from ._schema import (
     VIEW_NAME,
     empty_source_sql,
     read_json_sql,
+    skipped_sql,
     view_sql,
 )
 
-__all__ = ["connect", "default_store_path", "query", "root_files", "roots_complete", "segment_files"]
+__all__ = [
+    "connect",
+    "default_store_path",
+    "query",
+    "root_files",
+    "roots_complete",
+    "segment_files",
+    "skipped_rows",
+]
 
 ENV_STORE_DIR = "MASTRACE_DIR"
 DEFAULT_DIR_NAME = ".mastrace"
@@ -102,7 +111,19 @@ def _source(store: Path, folder: str) -> str:
     return read_json_sql(str(store / folder / f"*{SEGMENT_SUFFIX}"))
 
 
-def connect(path: str | os.PathLike[str] | None = None) -> duckdb.DuckDBPyConnection:
+def skipped_rows(con: duckdb.DuckDBPyConnection, path: str | os.PathLike[str] | None = None) -> int:
+    """How many lines of the store's segments the `records` view leaves out as malformed.
+
+    Torn lines (a writer killed mid-write) and lines edited by hand with mistyped fields count.
+    """
+    source = _source(_store_path(path), SEGMENTS_DIR)
+    row = con.execute(skipped_sql(source)).fetchone()
+    return int(row[0]) if row else 0
+
+
+def connect(
+    path: str | os.PathLike[str] | None = None, *, external_access: bool = True
+) -> duckdb.DuckDBPyConnection:
     """Open an in-memory DuckDB connection with `records` and `roots` views over the store.
 
     A missing or empty store gives an empty `records` with the same columns, and so does not see
@@ -113,6 +134,8 @@ def connect(path: str | os.PathLike[str] | None = None) -> duckdb.DuckDBPyConnec
 
     Args:
         path: The store folder; default `default_store_path()`.
+        external_access: False locks the connection to the store: SQL on it cannot read or write
+            other files (`read_csv`, `COPY … TO`, `ATTACH`), load extensions or change settings.
 
     Returns:
         A DuckDB connection. Errors raised by queries on it are DuckDB's own; `query()` translates
@@ -132,6 +155,11 @@ def connect(path: str | os.PathLike[str] | None = None) -> duckdb.DuckDBPyConnec
         con.execute("SET TimeZone = 'UTC'")
         con.execute(view_sql(source, VIEW_NAME))
         con.execute(view_sql(roots_source, ROOTS_VIEW_NAME))
+        if not external_access:
+            folders = [str(store / SEGMENTS_DIR) + os.sep, str(store / ROOTS_DIR) + os.sep]
+            con.execute("SET allowed_directories = ?", [folders])
+            con.execute("SET enable_external_access = false")
+            con.execute("SET lock_configuration = true")
     except duckdb.Error as exc:
         con.close()
         raise StoreError(f"cannot open the local store at {store}: {exc}") from exc
