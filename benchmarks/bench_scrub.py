@@ -2,9 +2,10 @@
 
 The spans are what a multi-agent run writes: per session one `coordination.session` span with a
 gathered config of ~2 KB JSON; agent rounds with ids, usage and model names; LLM calls carrying a
-prompt and a completion of a few KB of distinct prose each (one span in four); tool calls with
-arguments. Every export goes through the export thread's transform (`prepare_span`) and into a
-fresh `LocalStoreExporter`, with the full rule table (scrubbing on) or without a scrubber (off).
+prompt and a completion of distinct prose each (by default 2,000 + 1,000 characters on one span in
+four; `--prompt-every`, `--prompt-chars`); tool calls with arguments. Every export goes through
+the export thread's transform (`prepare_span`) and into a fresh `LocalStoreExporter`, with the
+full rule table (scrubbing on) or without a scrubber (off).
 The two variants alternate, `--repeat` times each; the best run of each is compared.
 
 Run: `python benchmarks/bench_scrub.py [--spans N] [--repeat N]`
@@ -59,7 +60,7 @@ def _prose(rnd: random.Random, chars: int) -> str:
     return " ".join(out)
 
 
-def build_spans(count: int) -> list[ReadableSpan]:
+def build_spans(count: int, prompt_every: int = 4, prompt_chars: int = 2000) -> list[ReadableSpan]:
     rnd = random.Random(7)
     collector = _Collect()
     provider = TracerProvider(resource=Resource.create({"service.name": "bench", "service.version": "1"}))
@@ -91,12 +92,12 @@ def build_spans(count: int) -> list[ReadableSpan]:
             made += 1
             for i in range(27):
                 agent = f"agent_{i % 3}"
-                kind = i % 4
+                kind = i % prompt_every
                 if kind == 0:
                     attrs = {
                         "gen_ai.request.model": "gpt-4o-mini",
-                        "gen_ai.prompt": _prose(rnd, 2000),
-                        "gen_ai.completion": _prose(rnd, 1000),
+                        "gen_ai.prompt": _prose(rnd, prompt_chars),
+                        "gen_ai.completion": _prose(rnd, prompt_chars // 2),
                         "gen_ai.usage.input_tokens": 500 + i,
                         "gen_ai.usage.output_tokens": 250,
                     }
@@ -143,8 +144,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spans", type=int, default=50_000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--prompt-every", type=int, default=4, help="one LLM span with a prompt per N spans")
+    parser.add_argument("--prompt-chars", type=int, default=2000, help="prompt size (the completion is half)")
     args = parser.parse_args()
-    spans = build_spans(args.spans)
+    spans = build_spans(args.spans, args.prompt_every, args.prompt_chars)
     mean_bytes = sum(len(json.dumps(dict(s.attributes or {}))) for s in spans) / len(spans)
     on: list[float] = []
     off: list[float] = []
@@ -152,7 +155,10 @@ def main() -> None:
         off.append(time_ingest(spans, None))
         on.append(time_ingest(spans, Scrubber()))  # a new scrubber: its caches start empty
     rate_on, rate_off = len(spans) / min(on), len(spans) / min(off)
-    print(f"spans:              {len(spans):,} (attributes {mean_bytes:,.0f} bytes on average)")
+    print(
+        f"spans:              {len(spans):,} (attributes {mean_bytes:,.0f} bytes on average; a prompt of "
+        f"{args.prompt_chars:,} chars and a completion of half that on one span in {args.prompt_every})"
+    )
     for label, runs in (("off", off), ("on ", on)):
         best, median = len(spans) / min(runs), len(spans) / statistics.median(runs)
         print(f"scrubbing {label} (best of {args.repeat}): {best:,.0f} spans/s (median {median:,.0f})")
