@@ -20,10 +20,13 @@ def test_all_has_no_duplicates() -> None:
 
 def test_all_equals_the_public_names() -> None:
     """Every public name of the package (not submodules or `__future__` flags) is in `__all__`, only those."""
+    # dir(): names loaded on first use (PEP 562) count as well as those already loaded.
     public = {
         name
-        for name, value in vars(mastrace).items()
-        if not name.startswith("_") and not isinstance(value, (types.ModuleType, __future__._Feature))
+        for name in dir(mastrace)
+        if not name.startswith("_")
+        and name not in ("TYPE_CHECKING", "Any")
+        and not isinstance(getattr(mastrace, name), (types.ModuleType, __future__._Feature))
     }
     exported = {name for name in mastrace.__all__ if name != "__version__"}
     assert exported == public

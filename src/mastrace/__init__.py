@@ -10,26 +10,69 @@ Example:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ._config import configure, force_flush, is_configured, shutdown
-from ._context import create_task, inject_env, wrap
-from ._instrument import instrument
 from ._pipeline import DestinationStats, FlushResult
-from ._scrubbing import ScrubbingOptions
-from ._streams import traced_stream
+from ._scrub_options import ScrubbingOptions
 from ._tracer import NoOpSpan, Span, Tracer, get_tracer
 from .exceptions import ConfigError, ExportError, MastraceError, MastraceWarning, StoreError
-from .mixins import (
-    AgentMixin,
-    ConfigurableMixin,
-    CoordinationMixin,
-    LLMBackendMixin,
-    MCPClientMixin,
-    ToolMixin,
-    TraceableMixin,
-    UsageTrackableMixin,
-)
-from .registry import Registry
-from .usage import CostCalculator, StaticPricing, TokenUsage, Usage
+
+if TYPE_CHECKING:
+    from ._context import create_task, inject_env, wrap
+    from ._instrument import instrument
+    from ._streams import traced_stream
+    from .mixins import (
+        AgentMixin,
+        ConfigurableMixin,
+        CoordinationMixin,
+        LLMBackendMixin,
+        MCPClientMixin,
+        ToolMixin,
+        TraceableMixin,
+        UsageTrackableMixin,
+    )
+    from .registry import Registry
+    from .usage import CostCalculator, StaticPricing, TokenUsage, Usage
+
+# Loaded on first use: a process that only configures and creates spans does not pay for wrapt,
+# asyncio, the registry's package metadata or the mixins (tens of milliseconds at import).
+_LAZY = {
+    "create_task": "._context",
+    "inject_env": "._context",
+    "wrap": "._context",
+    "instrument": "._instrument",
+    "traced_stream": "._streams",
+    "AgentMixin": ".mixins",
+    "ConfigurableMixin": ".mixins",
+    "CoordinationMixin": ".mixins",
+    "LLMBackendMixin": ".mixins",
+    "MCPClientMixin": ".mixins",
+    "ToolMixin": ".mixins",
+    "TraceableMixin": ".mixins",
+    "UsageTrackableMixin": ".mixins",
+    "Registry": ".registry",
+    "CostCalculator": ".usage",
+    "StaticPricing": ".usage",
+    "TokenUsage": ".usage",
+    "Usage": ".usage",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # later look-ups do not come back here
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __version__ = "0.1.0"
 

@@ -18,7 +18,7 @@ import sys
 import threading
 import uuid
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,11 +33,10 @@ from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 from . import _context, _settings, semconv
 from ._errors import log_internal_error, logger
 from ._pipeline import Destination, FlushResult, Pipeline, SwitchProcessor
-from ._scrubbing import Scrubber, ScrubbingOptions
+from ._scrub_options import ScrubbingOptions
 from ._settings import UNSET, UnsetType
 from ._snapshot import Limits
 from ._state import STATE
-from ._transform import prepare_span
 from .exceptions import MastraceWarning
 
 __all__ = ["configure", "force_flush", "is_configured", "shutdown"]
@@ -376,11 +375,23 @@ def _resource(settings: Settings) -> Resource:
 
 
 def _destinations(settings: Settings) -> list[Destination]:
-    scrubber = Scrubber(settings.scrubbing) if settings.scrubbing is not None else None
     limits = settings.limits
+    options = settings.scrubbing
+    # The scrubber and the transform are loaded and built on the export thread, on first use:
+    # compiling the rule table takes ~15 ms that `configure()` need not wait for.
+    built: list[tuple[Callable[..., Any], Any]] = []
+    lock = threading.Lock()
 
     def transform(span: Any) -> Any:
-        return prepare_span(span, scrubber, limits)
+        if not built:
+            with lock:
+                if not built:
+                    from ._scrubbing import Scrubber
+                    from ._transform import prepare_span
+
+                    built.append((prepare_span, Scrubber(options) if options is not None else None))
+        prepare, scrubber = built[0]
+        return prepare(span, scrubber, limits)
 
     common: dict[str, Any] = {
         "max_queue": settings.max_queue_size,

@@ -19,13 +19,14 @@ import json
 import os
 import re
 from bisect import bisect_right
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry.sdk.resources import Resource
 
 from ._errors import warn_once
+from ._scrub_options import JsonPath, ScrubbingOptions, ScrubCallback, ScrubMatch
 from ._secret_rules import (
     ASSIGNMENT_WORDS,
     MIN_TOKEN_LEN,
@@ -36,7 +37,6 @@ from ._secret_rules import (
     secret_key_word,
 )
 from ._snapshot import dumps_json
-from .exceptions import ConfigError
 
 __all__ = [
     "SAFE_KEYS",
@@ -48,7 +48,6 @@ __all__ = [
     "format_path",
 ]
 
-JsonPath = tuple["str | int", ...]
 
 SAFE_KEYS: frozenset[str] = frozenset(
     {
@@ -83,64 +82,6 @@ _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012
 _VALUE_START = re.compile(r"[ \t]{0,3}")
 _QUOTED_VALUE = re.compile(r"([\"'])([^\"'\\\n]{4,1000})\1")
 _BARE_VALUE = re.compile(r"[^\s\"'&,;<>)\]}]{4,1000}")
-
-
-@dataclass(frozen=True)
-class ScrubMatch:
-    """What a `ScrubbingOptions.callback` receives for each candidate secret.
-
-    Attributes:
-        path: Where the value sits, e.g. `("attributes", "mastrace.config", "llm", "api_key")`.
-        value: The value about to be redacted: the whole value for a key match, the matched
-            substring for a value-shape match. Return it from the callback to keep it.
-        pattern_match: The regex match that flagged it (on the key, or on the text).
-        kind: `"key"` for a key-name match, else the value pattern's kind (`"openai_key"`, …).
-    """
-
-    path: JsonPath
-    value: Any
-    pattern_match: re.Match[str]
-    kind: str
-
-
-ScrubCallback = Callable[[ScrubMatch], Any]
-"""Returns a replacement for the matched value, or None to scrub it."""
-
-
-@dataclass(frozen=True)
-class ScrubbingOptions:
-    """How mastrace scrubs secrets before any exporter sees a span.
-
-    Attributes:
-        extra_patterns: More regexes (case-insensitive). A key matching one is blanked like a
-            default secret key; a substring matching one is replaced by `[Scrubbed: custom]`.
-        allow_keys: Key names (case-insensitive, exact) never blanked because of their name.
-            Their values are still searched for secret shapes.
-        callback: Called with a `ScrubMatch` for each candidate; return a replacement to keep
-            instead, or None to scrub.
-
-    Example:
-        >>> import mastrace
-        >>> mastrace.configure(scrubbing=mastrace.ScrubbingOptions(extra_patterns=[r"internal-\\d+"]))
-        ... # doctest: +SKIP
-    """
-
-    extra_patterns: Sequence[str] = ()
-    allow_keys: Sequence[str] = ()
-    callback: ScrubCallback | None = None
-
-    def __post_init__(self) -> None:
-        if isinstance(self.extra_patterns, str) or isinstance(self.allow_keys, str):
-            raise ConfigError("extra_patterns and allow_keys take a sequence of strings, not one string")
-        object.__setattr__(self, "extra_patterns", tuple(self.extra_patterns))
-        object.__setattr__(self, "allow_keys", tuple(self.allow_keys))
-        for pattern in self.extra_patterns:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ConfigError(f"invalid scrubbing pattern {pattern!r}: {exc}") from exc
-        if self.callback is not None and not callable(self.callback):
-            raise ConfigError(f"scrubbing callback must be callable, not {self.callback!r}")
 
 
 def format_path(path: JsonPath) -> str:

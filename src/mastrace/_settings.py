@@ -23,7 +23,7 @@ from typing import Any, Final, Generic, TypeVar
 
 from opentelemetry.sdk.trace.export import SpanExporter
 
-from ._scrubbing import ScrubbingOptions
+from ._scrub_options import ScrubbingOptions
 from .exceptions import ConfigError
 
 __all__ = ["PARAMS", "UNSET", "Param", "UnsetType", "render_markdown_table", "resolve", "resolve_from"]

@@ -21,8 +21,10 @@ from opentelemetry.trace import Link, Status, StatusCode
 
 from . import semconv
 from ._errors import log_internal_error
-from ._scrubbing import JsonPath, Scrubber, ScrubTrail
+from ._scrub_options import JsonPath
+from ._scrubbing import Scrubber, ScrubTrail
 from ._snapshot import _INT_MAX, _INT_MIN, Limits, cap_json, cap_string, coerce_value, dumps_json, schema_for
+from ._span_access import span_attributes
 
 __all__ = ["coerce_value", "prepare_span"]
 
@@ -155,22 +157,6 @@ def _plain(value: Any, short: int, scrubber: Scrubber | None) -> bool:
             len(value) <= short and value.isascii() and (scrubber is None or scrubber.is_plain_text(value))
         )
     return False
-
-
-def span_attributes(span: ReadableSpan) -> Mapping[str, Any]:
-    """The span's attributes, read from the SDK's backing dict when there is one (do not mutate it).
-
-    `ReadableSpan.attributes` is a read-only proxy over `BoundedAttributes`, which iterates through
-    the `Mapping` mixin one call per key; the plain dict behind it is several times faster to walk
-    and is what the C JSON encoder serialises directly.
-    """
-    raw = getattr(span, "_attributes", None)
-    if type(raw) is dict:
-        return raw
-    inner = getattr(raw, "_dict", None)
-    if type(inner) is dict:
-        return inner
-    return dict(span.attributes or {})
 
 
 class _Cleaner:

@@ -128,6 +128,8 @@ class Registry:
         self._usage_by_component: dict[str, Usage] = {}
         self._baselines: dict[int, tuple[Callable[[], object | None], Usage]] = {}
         self._snapshots = SnapshotCache()
+        if self._with_system_info:
+            prefetch_benchmark_info()
 
     # -- scopes ----------------------------------------------------------------------------------
     @classmethod
@@ -374,9 +376,41 @@ def benchmark_info(*, refresh: bool = False) -> dict[str, Any]:
     Args:
         refresh: Gather again instead of using the cached result.
     """
-    if refresh:
-        _cached_benchmark_info.cache_clear()
-    return dict(_cached_benchmark_info(os.getpid()))
+    with _gather_lock:  # a gathering under way (the prefetch) is waited for, not repeated
+        if refresh:
+            _cached_benchmark_info.cache_clear()
+        return dict(_cached_benchmark_info(os.getpid()))
+
+
+_prefetch_lock = threading.Lock()
+_gather_lock = threading.Lock()
+_prefetched_pid = 0
+
+
+def _reset_locks_in_child() -> None:
+    # A fork while the prefetch thread held a lock would leave it held forever in the child.
+    global _prefetch_lock, _gather_lock
+    _prefetch_lock, _gather_lock = threading.Lock(), threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_locks_in_child)
+
+
+def prefetch_benchmark_info() -> None:
+    """Start gathering the benchmark section on a daemon thread, once per process.
+
+    Git runs a subprocess and the package list reads every installed distribution: 40-200 ms that
+    would otherwise block the first `coordination.session` (and an event loop with it), inside
+    its span. A `Registry` that includes the section calls this when it is created.
+    """
+    global _prefetched_pid
+    pid = os.getpid()
+    with _prefetch_lock:
+        if _prefetched_pid == pid:
+            return
+        _prefetched_pid = pid
+    threading.Thread(target=benchmark_info, name="mastrace-benchmark-info", daemon=True).start()
 
 
 @functools.lru_cache(maxsize=1)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from opentelemetry.util.types import AttributeValue
 
-from ._scrubbing import JsonPath, ScrubCallback, ScrubMatch
+from ._scrub_options import JsonPath, ScrubCallback, ScrubMatch
 from ._snapshot import JsonValue
 from .usage import CostCalculator
 

@@ -26,6 +26,7 @@ from opentelemetry.trace import SpanContext
 
 from .. import semconv
 from .._errors import handle_internal_errors
+from .._snapshots_on_spans import ConfigSnapshot
 from .._tracer import NoOpSpan, Span, Tracer, get_tracer
 from ..registry import Registry
 from ..usage import Usage, UsageAccumulator, credit_usage, pop_sink, push_sink, usage_attributes
@@ -98,18 +99,21 @@ class CoordinationSession(SpanHandle):
         self.config_hash: str | None = None
 
     def __enter__(self) -> CoordinationSession:
+        # The configs are gathered before the span starts: gathering is not part of the session.
+        snap = self._snapshot() if isinstance(self._span, Span) else None
         self._span.__enter__()
-        if self._span.is_recording():  # gathering configs is work: skip it when nothing records
-            self._attach_config()
+        if snap is not None:
+            with handle_internal_errors("coordination session config"):
+                self._span.set_json_attribute(semconv.MASTRACE_CONFIG, snap.text)
+                self._span.set_attribute(semconv.MASTRACE_CONFIG_HASH, snap.hash)
+                self.config_hash = snap.hash
         self._tokens = (_CURRENT_SESSION.set(self), push_sink(self._usage))
         return self
 
-    def _attach_config(self) -> None:
+    def _snapshot(self) -> ConfigSnapshot | None:
         with handle_internal_errors("coordination session config"):
-            snap = self._registry.config_snapshot()
-            self._span.set_json_attribute(semconv.MASTRACE_CONFIG, snap.text)
-            self._span.set_attribute(semconv.MASTRACE_CONFIG_HASH, snap.hash)
-            self.config_hash = snap.hash
+            return self._registry.config_snapshot()
+        return None
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 
 from .. import semconv
-from .._transform import span_attributes
+from .._span_access import span_attributes
 
 __all__ = ["EncodedBatch", "RowEncoder", "span_to_dict"]
 
