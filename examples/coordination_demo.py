@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import contextvars
 import random
 import sys
 import time
@@ -42,15 +43,49 @@ IDEAS = {
 
 
 # -- fake services ------------------------------------------------------------------------------
+_AGENT: contextvars.ContextVar[str] = contextvars.ContextVar("demo_agent", default="orchestrator")
+
+
+class Dice:
+    """Seeded random draws, one stream per agent and purpose.
+
+    The agents run as concurrent tasks, so one shared generator would hand out its numbers in
+    whatever order the event loop happens to run them: a seed would not give the same run twice.
+    Each agent (the context variable `_AGENT`) and purpose draws from its own stream instead.
+    """
+
+    def __init__(self, seed: int | None) -> None:
+        self.seed = seed
+        self._streams: dict[str, random.Random] = {}
+
+    def stream(self, purpose: str) -> random.Random:
+        key = f"{_AGENT.get()}/{purpose}"
+        rng = self._streams.get(key)
+        if rng is None:
+            rng = self._streams[key] = (
+                random.Random(f"{self.seed}/{key}") if self.seed is not None else random.Random()
+            )
+        return rng
+
+
+@contextlib.contextmanager
+def acting_as(agent_id: str) -> Any:
+    token = _AGENT.set(agent_id)
+    try:
+        yield
+    finally:
+        _AGENT.reset(token)
+
+
 class SimulatedBackend(mastrace.LLMBackendMixin, mastrace.ConfigurableMixin, mastrace.UsageTrackableMixin):
     """A streaming LLM backend that makes up text with jittered latency and reports token usage."""
 
     provider = "simulated"
 
-    def __init__(self, model: str, rng: random.Random, temperature: float = 0.7) -> None:
+    def __init__(self, model: str, dice: Dice, temperature: float = 0.7) -> None:
         self.model = model
         self.temperature = temperature
-        self.rng = rng
+        self.dice = dice
         self.cost_calculator = mastrace.StaticPricing(PRICES)
 
     def gather_config(self) -> dict[str, Any]:
@@ -62,13 +97,14 @@ class SimulatedBackend(mastrace.LLMBackendMixin, mastrace.ConfigurableMixin, mas
         }
 
     async def _chunks(self, text: str, prompt_tokens: int) -> AsyncIterator[dict[str, Any]]:
-        await asyncio.sleep(self.rng.uniform(0.08, 0.25))  # time to first token
+        rng = self.dice.stream("llm")
+        await asyncio.sleep(rng.uniform(0.08, 0.25))  # time to first token
         words = text.split()
         for i in range(0, len(words), 3):
-            await asyncio.sleep(self.rng.uniform(0.01, 0.04))
+            await asyncio.sleep(rng.uniform(0.01, 0.04))
             yield {"model": self.model, "delta": " ".join(words[i : i + 3]) + " "}
-        cached = int(prompt_tokens * self.rng.uniform(0.2, 0.6))
-        output = len(words) * 2 + self.rng.randint(5, 40)
+        cached = int(prompt_tokens * rng.uniform(0.2, 0.6))
+        output = len(words) * 2 + rng.randint(5, 40)
         yield {
             "model": self.model,
             "usage": {
@@ -93,10 +129,10 @@ class SimulatedBackend(mastrace.LLMBackendMixin, mastrace.ConfigurableMixin, mas
 class SimulatedMCPServer(mastrace.MCPClientMixin, mastrace.ConfigurableMixin):
     """An MCP client whose server answers from memory after a short, jittered delay."""
 
-    def __init__(self, server_name: str, rng: random.Random, read_only_prefix: str | None = None) -> None:
+    def __init__(self, server_name: str, dice: Dice, read_only_prefix: str | None = None) -> None:
         self.server_name = server_name
         self.mcp_session_id = f"{server_name}-session-1"
-        self.rng = rng
+        self.dice = dice
         self.read_only_prefix = read_only_prefix
 
     def gather_config(self) -> dict[str, Any]:
@@ -108,7 +144,7 @@ class SimulatedMCPServer(mastrace.MCPClientMixin, mastrace.ConfigurableMixin):
 
     async def call(self, tool: str, **arguments: Any) -> dict[str, Any]:
         async with self.mcp_tool_call(tool, arguments) as call:
-            await asyncio.sleep(self.rng.uniform(0.05, 0.2))
+            await asyncio.sleep(self.dice.stream(f"mcp/{self.server_name}/{tool}").uniform(0.05, 0.2))
             path = str(arguments.get("path", ""))
             if tool == "write_file" and self.read_only_prefix and path.startswith(self.read_only_prefix):
                 raise PermissionError(f"{path}: {self.read_only_prefix} is mounted read-only")
@@ -152,6 +188,7 @@ class Agent(mastrace.AgentMixin, mastrace.ConfigurableMixin):
         }
 
     async def initial_answer(self, orchestrator: Orchestrator) -> str:
+        _AGENT.set(self.agent_id)  # this task's own context: its draws come from its own streams
         label = f"agent{self.index}.1"
         async with self.agent_round(0, "initial_answer", num_context_answers=0) as rnd:
             await self.backend.complete(f"Let me research what a Mars base crew wants from {TASK}", 420)
@@ -170,16 +207,21 @@ class Agent(mastrace.AgentMixin, mastrace.ConfigurableMixin):
         orchestrator.record_answer(self.agent_id, label)
         return label
 
-    async def vote(self, orchestrator: Orchestrator, labels: dict[str, str], rng: random.Random) -> str:
+    async def vote(self, orchestrator: Orchestrator, labels: dict[str, str], dice: Dice) -> str:
+        _AGENT.set(self.agent_id)
         async with self.agent_round(1, "voting", num_context_answers=len(labels)) as rnd:
             await self.backend.complete("Comparing the answers on memorability and fit.", 1600)
-            choice = rng.choice(sorted(labels))
+            choice = dice.stream("vote").choice(sorted(labels))
             rnd.set_outcome("vote", voted_for=choice, voted_for_label=labels[choice])
         reason = f"{IDEAS[choice][0]} is the most memorable name"
         orchestrator.record_vote(self.agent_id, choice, labels[choice], reason=reason)
         return choice
 
     async def present(self, orchestrator: Orchestrator, label: str) -> str:
+        with acting_as(self.agent_id):
+            return await self._present(orchestrator, label)
+
+    async def _present(self, orchestrator: Orchestrator, label: str) -> str:
         async with self.agent_presentation(round=2):
             orchestrator.record_winner(self.agent_id, label)  # inside the presentation, as MassGen does
             name, pitch = IDEAS[self.agent_id]
@@ -191,9 +233,9 @@ class Agent(mastrace.AgentMixin, mastrace.ConfigurableMixin):
 class Orchestrator(mastrace.CoordinationMixin, mastrace.ConfigurableMixin):
     """Runs the three phases with the agents as concurrent tasks."""
 
-    def __init__(self, agents: list[Agent], rng: random.Random) -> None:
+    def __init__(self, agents: list[Agent], dice: Dice) -> None:
         self.agents = agents
-        self.rng = rng
+        self.dice = dice
         self.usage: mastrace.Usage = mastrace.Usage()
 
     def gather_config(self) -> dict[str, Any]:
@@ -213,7 +255,7 @@ class Orchestrator(mastrace.CoordinationMixin, mastrace.ConfigurableMixin):
             labels = dict(zip((a.agent_id for a in self.agents), await asyncio.gather(*tasks), strict=True))
             self.coordination_event("voting_started", num_answers=len(labels))
             votes = await asyncio.gather(
-                *(asyncio.create_task(a.vote(self, labels, self.rng)) for a in self.agents)
+                *(asyncio.create_task(a.vote(self, labels, self.dice)) for a in self.agents)
             )
             tally = Counter(votes)
             winner = sorted(tally, key=lambda agent: (-tally[agent], agent))[0]
@@ -225,15 +267,15 @@ class Orchestrator(mastrace.CoordinationMixin, mastrace.ConfigurableMixin):
 
 
 # -- main -----------------------------------------------------------------------------------------
-def build(model: str, rng: random.Random, registry: mastrace.Registry) -> Orchestrator:
-    backend = SimulatedBackend(model, rng)
+def build(model: str, dice: Dice, registry: mastrace.Registry) -> Orchestrator:
+    backend = SimulatedBackend(model, dice)
     servers = {
-        "search": SimulatedMCPServer("search", rng),
-        "filesystem": SimulatedMCPServer("filesystem", rng, read_only_prefix="/mnt/shared"),
+        "search": SimulatedMCPServer("search", dice),
+        "filesystem": SimulatedMCPServer("filesystem", dice, read_only_prefix="/mnt/shared"),
     }
     tools = ToolRunner()
     agents = [Agent(agent_id, i, backend, servers, tools) for i, agent_id in enumerate(AGENT_IDS, start=1)]
-    orchestrator = Orchestrator(agents, rng)
+    orchestrator = Orchestrator(agents, dice)
     registry.register("models", "main", backend)
     for name, server in servers.items():
         registry.register("tools", name, server)
@@ -282,11 +324,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     store = Path(args.store)
     mastrace.configure(service_name="coordination-demo", local=store)
-    rng = random.Random(args.seed)
+    dice = Dice(args.seed)
     registry = mastrace.Registry()
     started = time.perf_counter()
     with registry.scope():
-        orchestrator = build(args.model, rng, registry)
+        orchestrator = build(args.model, dice, registry)
         final = asyncio.run(orchestrator.run())
     flushed = mastrace.force_flush(timeout=10.0)
     print(f"final answer: {final}")

@@ -133,3 +133,22 @@ def test_docs_use_the_same_ports_and_commands(viewing: str) -> None:
     assert "OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318" in viewing
     assert "OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4317" in viewing
     assert "http://localhost:16686" in viewing
+
+
+def test_files_named_in_the_deploy_configs_exist() -> None:
+    """Every `docs/...` or other relative file a config's comments point to is in the repository."""
+    for name in ("docker-compose.yml", "collector-config.yaml"):
+        text = (ROOT / name).read_text()
+        for ref in re.findall(r"\b((?:docs|examples)/[\w./-]+\.\w+)", text):
+            assert (ROOT / ref).exists(), f"{name} refers to {ref}, which does not exist"
+
+
+def test_the_readme_install_lines_name_real_extras() -> None:
+    """`pip install '.[x]'` in the README: each extra is defined, and no line installs from PyPI by name."""
+    import tomllib
+
+    extras = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    readme = (ROOT / "README.md").read_text()
+    named = set(re.findall(r"pip install (?:-e )?'\.\[(\w+)\]'", readme))
+    assert named and named <= extras, named - extras
+    assert not re.search(r"^pip install mastrace\b", readme, re.M)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Final
 
 from .. import semconv
@@ -103,5 +103,5 @@ def utc_clock(epoch_us: int | None, with_ms: bool = True) -> str:
     """`HH:MM:SS(.mmm)` in UTC for a microsecond epoch timestamp."""
     if epoch_us is None:
         return "-"
-    moment = datetime.fromtimestamp(epoch_us / 1e6, tz=timezone.utc)
+    moment = datetime.fromtimestamp(epoch_us / 1e6, tz=UTC)
     return moment.strftime("%H:%M:%S.%f")[:-3] if with_ms else moment.strftime("%H:%M:%S")

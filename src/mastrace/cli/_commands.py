@@ -7,7 +7,7 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TextIO
 
 import duckdb
@@ -47,7 +47,7 @@ def _statements(sql: str) -> list[duckdb.Statement]:
 
 
 def _started(start_us: int) -> str:
-    return datetime.fromtimestamp(start_us / 1e6, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return datetime.fromtimestamp(start_us / 1e6, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _tokens(run: RunSummary) -> str:
