@@ -14,6 +14,7 @@ import atexit
 import contextlib
 import os
 import signal
+import socket
 import sys
 import threading
 import uuid
@@ -410,6 +411,14 @@ def _destinations(settings: Settings) -> list[Destination]:
         from .exporters.otlp import build_otlp_exporter, guard_otlp_exporter
 
         exporter = guard_otlp_exporter(build_otlp_exporter(settings.otlp), settings.otlp)
+        if settings.local is not None:  # what the collector took live, `mastrace push` will not resend
+            from .exporters.otlp import AckRecorder, destination_key
+            from .store._replay import acked_path
+
+            writer = f"{socket.gethostname()}-{os.getpid()}"
+            exporter = AckRecorder(
+                exporter, acked_path(settings.local, destination_key(settings.otlp), writer)
+            )
         destination = Destination("otlp", exporter, transform, **common)
         destination.exit_budget = settings.otlp_exit_timeout
         out.append(destination)

@@ -6,6 +6,7 @@ import argparse
 
 from ..analysis._html import DEFAULT_MAX_SPANS
 from ._commands import cmd_query, cmd_runs, cmd_tree
+from ._push import cmd_push
 from ._report_commands import DEFAULT_REPORT, DEFAULT_VIEW, cmd_analyze, cmd_diff, cmd_export, cmd_view
 
 __all__ = ["build_parser"]
@@ -24,7 +25,8 @@ examples:
   mastrace analyze latest -o ANALYSIS_REPORT.md
   mastrace view latest -o trace.html
   mastrace diff previous latest
-  mastrace export latest --format jaeger-json -o trace.json"""
+  mastrace export latest --format jaeger-json -o trace.json
+  mastrace push --to http://localhost:4318"""
 
 
 def _common() -> argparse.ArgumentParser:
@@ -114,4 +116,29 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--format", choices=("otlp-json", "jaeger-json"), required=True)
     export.add_argument("-o", "--output", metavar="FILE", help="output file (default: stdout)")
     export.set_defaults(handler=cmd_export)
+    push = sub.add_parser(
+        "push",
+        parents=[common],
+        help="send stored spans to an OTLP endpoint or Logfire; what it already took is not sent again",
+    )
+    push.add_argument(
+        "trace", nargs="*", metavar="TRACE", help="only these traces (ids, prefixes, 'latest'); default: all"
+    )
+    push.add_argument(
+        "--to", required=True, metavar="URL", help="http(s)://host:port of an OTLP endpoint, or 'logfire'"
+    )
+    push.add_argument(
+        "--protocol",
+        choices=("http/protobuf", "grpc"),
+        default=None,
+        help="OTLP protocol (default http/protobuf; $OTEL_EXPORTER_OTLP_PROTOCOL)",
+    )
+    push.add_argument(
+        "--since", metavar="WHEN", help="only spans started since: 90s, 15m, 2h, 1d or an ISO time"
+    )
+    push.add_argument(
+        "--header", action="append", metavar="KEY=VALUE", help="an HTTP/gRPC header (repeatable)"
+    )
+    push.set_defaults(handler=cmd_push)
+
     return parser

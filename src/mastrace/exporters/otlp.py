@@ -8,11 +8,13 @@ collector is down.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from opentelemetry.sdk.trace import ReadableSpan
@@ -21,8 +23,10 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from ..exceptions import ConfigError, ExportError
 
 __all__ = [
+    "AckRecorder",
     "FastFailExporter",
     "build_otlp_exporter",
+    "destination_key",
     "guard_otlp_exporter",
     "otlp_protocol",
     "validate_endpoint",
@@ -102,6 +106,63 @@ def build_otlp_exporter(endpoint: str | bool, protocol: str | None = None) -> Sp
         return Http(endpoint=url)
     except ImportError as exc:  # pragma: no cover - the exporter is a core dependency
         raise ExportError(f"the OTLP {protocol} exporter is not installed: {exc}") from exc
+
+
+def destination_key(endpoint: str | bool, protocol: str | None = None) -> str:
+    """The name under which what an OTLP endpoint acknowledged is remembered in the local store.
+
+    The same endpoint gives the same key whether spans reached it live or through `mastrace push`:
+    the full traces URL for OTLP/HTTP, `grpc:host:port` for gRPC.
+    """
+    protocol = protocol or otlp_protocol()
+    if endpoint is True:
+        var = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+        traces = os.environ.get(var)
+        base = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+        default = "http://localhost:4317" if protocol == "grpc" else "http://localhost:4318"
+        if protocol != "grpc" and traces:
+            return traces.rstrip("/")
+        endpoint = traces or base or default
+    url = str(endpoint).strip().rstrip("/")
+    if protocol == "grpc":
+        return "grpc:" + url.split("://", 1)[-1]
+    return url if url.endswith("/v1/traces") else url + "/v1/traces"
+
+
+class AckRecorder(SpanExporter):
+    """Records, in the local store, the ids of the spans an OTLP endpoint acknowledged.
+
+    `mastrace push` to the same endpoint then skips them: spans that reached the collector live
+    are not sent twice, and those an outage kept from it are. One append per acknowledged batch,
+    to a file of this process's own (`<store>/pushed/<key digest>.acked-<host>-<pid>`).
+    """
+
+    def __init__(self, inner: SpanExporter, path: Path) -> None:
+        self.inner = inner
+        self.path = path
+        self._fd: int | None = None
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        result = self.inner.export(spans)
+        if result is SpanExportResult.SUCCESS:
+            try:
+                if self._fd is None:
+                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                    self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+                os.write(self._fd, "".join(f"{s.context.span_id:016x}\n" for s in spans).encode())
+            except OSError:  # only a later push's shortcut is lost: it then sends these again
+                pass
+        return result
+
+    def shutdown(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return self.inner.force_flush(timeout_millis)
 
 
 def guard_otlp_exporter(

@@ -1,0 +1,243 @@
+"""Store-and-forward: read stored spans back as OpenTelemetry spans, and remember what a
+destination acknowledged.
+
+The local store is the durable copy of everything a process traced. `mastrace push` re-sends it to
+an OTLP endpoint or Logfire: each stored line becomes a `ReadableSpan` with the same trace and span
+ids, parent, name, kind, times, attributes, events, links, status, resource and scope that were
+exported the first time (`row_to_span`). Segments are append-only, so what a destination has taken
+is a byte offset per segment (`PushState`): a second push starts where the first stopped and
+sends nothing twice. A push limited to some traces records the span ids it sent instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+
+from .. import semconv
+from ._schema import SEGMENT_SUFFIX, SEGMENTS_DIR
+
+__all__ = [
+    "PushState",
+    "StoredSpan",
+    "acked_path",
+    "live_acked",
+    "read_segment",
+    "row_to_span",
+    "state_path",
+]
+
+PUSHED_DIR = "pushed"
+_KINDS = {kind.name.lower(): kind for kind in SpanKind}
+_STATUS = {"UNSET": StatusCode.UNSET, "OK": StatusCode.OK, "ERROR": StatusCode.ERROR}
+_SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+
+
+@dataclass(frozen=True)
+class StoredSpan:
+    """One stored line: its segment, where the line ends, and the span it holds."""
+
+    segment: str
+    end_offset: int
+    trace_id: str
+    span_id: str
+    start_ns: int
+    span: ReadableSpan
+
+
+def _attribute(value: Any) -> Any:
+    """A stored attribute value as an OpenTelemetry one: objects (expanded JSON) back to JSON text."""
+    if isinstance(value, (dict, list)) and not (
+        isinstance(value, list) and all(isinstance(v, (str, bool, int, float)) for v in value)
+    ):
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    if isinstance(value, list):
+        return tuple(value)
+    return value
+
+
+def _attributes(stored: Any) -> dict[str, Any]:
+    if not isinstance(stored, Mapping):
+        return {}
+    return {str(k): _attribute(v) for k, v in stored.items() if v is not None}
+
+
+def _ns(iso: Any) -> int:
+    try:
+        moment = datetime.fromisoformat(str(iso).replace("Z", "+00:00"))
+    except ValueError:
+        return 0
+    return int(moment.timestamp() * 1_000_000) * 1000
+
+
+def row_to_span(row: Mapping[str, Any]) -> ReadableSpan:
+    """The span a stored line holds, as it was first exported.
+
+    Logfire's columns (`message`, `level`, `span_type`, `tags`, `attributes_json_schema`) go back
+    into their `logfire.*` attributes, and JSON attributes the store expanded into objects become
+    JSON text again.
+
+    Raises:
+        ValueError: The row lacks a valid id or time (the store's views skip such rows too).
+    """
+    trace_id, span_id = int(row["trace_id"], 16), int(row["span_id"], 16)
+    if not trace_id or not span_id:
+        raise ValueError("a span needs non-zero trace and span ids")
+    context = SpanContext(trace_id, span_id, is_remote=False, trace_flags=_SAMPLED)
+    parent_hex = row.get("parent_span_id")
+    parent = (
+        SpanContext(trace_id, int(parent_hex, 16), is_remote=False, trace_flags=_SAMPLED)
+        if parent_hex
+        else None
+    )
+    attributes = _attributes(row.get("attributes"))
+    name = str(row.get("span_name") or "")
+    if row.get("span_type") == "log":
+        attributes[semconv.LOGFIRE_SPAN_TYPE] = "log"
+    message = row.get("message")
+    if message is not None:
+        attributes[semconv.LOGFIRE_MSG] = str(message)
+    if row.get("attributes_json_schema"):
+        attributes[semconv.LOGFIRE_JSON_SCHEMA] = str(row["attributes_json_schema"])
+    if row.get("tags"):
+        attributes[semconv.LOGFIRE_TAGS] = tuple(str(t) for t in row["tags"])
+    if row.get("span_type") == "log" and row.get("level") is not None:
+        attributes[semconv.LOGFIRE_LEVEL_NUM] = int(row["level"])
+    events = [
+        Event(str(e.get("name", "")), _attributes(e.get("attributes")), _ns(e.get("timestamp")))
+        for e in row.get("otel_events") or ()
+        if isinstance(e, Mapping)
+    ]
+    links = [
+        Link(
+            SpanContext(
+                int(lk["trace_id"], 16), int(lk["span_id"], 16), is_remote=True, trace_flags=_SAMPLED
+            ),
+            _attributes(lk.get("attributes")),
+        )
+        for lk in row.get("otel_links") or ()
+        if isinstance(lk, Mapping) and lk.get("trace_id") and lk.get("span_id")
+    ]
+    code = _STATUS.get(str(row.get("otel_status_code") or "UNSET"), StatusCode.UNSET)
+    status = Status(code, row.get("otel_status_message") if code is StatusCode.ERROR else None)
+    scope_attributes = row.get("otel_scope_attributes")
+    scope = InstrumentationScope(
+        str(row.get("otel_scope_name") or "mastrace"),
+        row.get("otel_scope_version"),
+        attributes=scope_attributes if isinstance(scope_attributes, Mapping) else None,
+    )
+    return ReadableSpan(
+        name=name,
+        context=context,
+        parent=parent,
+        resource=Resource(_attributes(row.get("otel_resource_attributes"))),
+        attributes=attributes,
+        events=events,
+        links=links,
+        kind=_KINDS.get(str(row.get("otel_kind") or "internal"), SpanKind.INTERNAL),
+        status=status,
+        start_time=int(row["start_ns"]),
+        end_time=int(row["end_ns"]),
+        instrumentation_scope=scope,
+    )
+
+
+def read_segment(path: Path, start: int = 0) -> Iterator[StoredSpan | int]:
+    """The spans of one segment from byte `start`, each with the offset just past its line.
+
+    Only whole lines are read (a line still being written is left for later). A line that cannot
+    be read as a span yields the offset past it (an int) instead, so that it is counted and skipped.
+    """
+    with path.open("rb") as f:
+        f.seek(start)
+        offset = start
+        for raw in f:
+            if not raw.endswith(b"\n"):
+                return  # not complete yet
+            offset += len(raw)
+            try:
+                row = json.loads(raw)
+                span = row_to_span(row)
+                yield StoredSpan(
+                    path.name, offset, row["trace_id"], row["span_id"], int(row["start_ns"]), span
+                )
+            except (ValueError, TypeError, KeyError, AttributeError):
+                yield offset
+
+
+def _digest(destination: str) -> str:
+    return hashlib.sha256(destination.encode()).hexdigest()[:16]
+
+
+def state_path(store: Path, destination: str) -> Path:
+    """Where what `destination` acknowledged through `mastrace push` is remembered, inside the store."""
+    return store / PUSHED_DIR / f"{_digest(destination)}.json"
+
+
+def acked_path(store: Path, destination: str, writer: str) -> Path:
+    """Where a process records the span ids `destination` acknowledged while it ran (`writer`: host-pid)."""
+    return store / PUSHED_DIR / f"{_digest(destination)}.acked-{writer}"
+
+
+def live_acked(store: Path, destination: str) -> set[str]:
+    """Span ids that `destination` acknowledged when processes exported to it live."""
+    ids: set[str] = set()
+    folder = store / PUSHED_DIR
+    if not folder.is_dir():
+        return ids
+    for path in folder.glob(f"{_digest(destination)}.acked-*"):
+        with contextlib.suppress(OSError):
+            ids.update(line for line in path.read_text().split() if len(line) == 16)
+    return ids
+
+
+@dataclass
+class PushState:
+    """What one destination has acknowledged: a byte offset per segment, and single span ids."""
+
+    destination: str
+    offsets: dict[str, int] = field(default_factory=dict)
+    span_ids: set[str] = field(default_factory=set)
+
+    @classmethod
+    def load(cls, store: Path, destination: str) -> PushState:
+        path = state_path(store, destination)
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            return cls(destination)
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"cannot read the push record {path}: {exc}") from exc
+        return cls(
+            destination,
+            {str(k): int(v) for k, v in (data.get("offsets") or {}).items()},
+            {str(s) for s in data.get("span_ids") or ()},
+        )
+
+    def save(self, store: Path) -> None:
+        """Write the record atomically (a crash leaves the old one or the new one, never half)."""
+        path = state_path(store, self.destination)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = {"destination": self.destination, "offsets": self.offsets, "span_ids": sorted(self.span_ids)}
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1))
+        os.replace(tmp, path)
+
+
+def segment_paths(store: Path) -> list[Path]:
+    folder = store / SEGMENTS_DIR
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if p.name.endswith(SEGMENT_SUFFIX) and p.is_file())
