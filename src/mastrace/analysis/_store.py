@@ -9,19 +9,16 @@ set-based: each one scans the store at most once.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import duckdb
 
 from ..exceptions import StoreError
-from ..store import connect, default_store_path, roots_complete, segment_files
-from ..store.reader import skipped_rows
+from ..store.reader import StorePaths, connect, roots_complete, segment_files, skipped_rows, store_paths
 from ._kinds import AGENT_SPAN_SQL
 
 __all__ = ["RunRef", "RunSummary", "SpanRow", "TraceStore"]
@@ -225,14 +222,20 @@ class TraceStore:
         ```
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, *, sandbox: bool = False) -> None:
-        self.path = Path(path).expanduser().absolute() if path is not None else default_store_path()
-        self.con = connect(self.path, external_access=not sandbox)
+    def __init__(self, path: StorePaths = None, *, sandbox: bool = False) -> None:
+        self.paths = store_paths(path)
+        self.path = self.paths[0]
+        self.con = connect(self.paths, external_access=not sandbox)
+
+    @property
+    def where(self) -> str:
+        """The store folder(s), for messages."""
+        return ", ".join(map(str, self.paths))
 
     def skipped_rows(self) -> int:
-        """Lines of the store that the `records` view leaves out as malformed."""
+        """Lines of the store(s) that the `records` view leaves out as malformed."""
         try:
-            return skipped_rows(self.con, self.path)
+            return skipped_rows(self.con, self.paths)
         except duckdb.Error:
             return 0
 
@@ -274,10 +277,11 @@ class TraceStore:
     # -- runs and trace references -----------------------------------------------------------------
     def ensure_not_empty(self) -> None:
         """Raise `StoreError` with a helpful message when the store has no spans."""
-        if not self.path.exists():
-            raise StoreError(f"no local store at {self.path} (pass --store DIR or set MASTRACE_DIR)")
-        if not segment_files(self.path) or not self.rows("SELECT 1 AS one FROM records LIMIT 1"):
-            raise StoreError(f"the local store at {self.path} has no spans yet")
+        missing = [p for p in self.paths if not p.exists()]
+        if missing:
+            raise StoreError(f"no local store at {missing[0]} (pass --store DIR or set MASTRACE_DIR)")
+        if not segment_files(self.paths) or not self.rows("SELECT 1 AS one FROM records LIMIT 1"):
+            raise StoreError(f"the local store at {self.where} has no spans yet")
 
     def index(self) -> list[RunRef]:
         """Every trace, newest first; coordination sessions before other traces."""
@@ -324,7 +328,7 @@ class TraceStore:
             return str(found[0])
         if not found:
             self.ensure_not_empty()
-            raise StoreError(f"no trace matching {ref!r} in the store at {self.path} (see `mastrace runs`)")
+            raise StoreError(f"no trace matching {ref!r} in the store at {self.where} (see `mastrace runs`)")
         raise StoreError(f"trace id prefix {ref!r} is ambiguous: {', '.join(found[:2])}, …")
 
     def _by_position(self, position: int, alias: str) -> str:
@@ -336,12 +340,12 @@ class TraceStore:
             self.ensure_not_empty()
         sessions = [r for r in refs if r.is_session] or refs
         if position >= len(sessions):
-            raise StoreError(f"there is no {alias!r} run: the store at {self.path} has {len(sessions)}")
+            raise StoreError(f"there is no {alias!r} run: the store at {self.where} has {len(sessions)}")
         return sessions[position].trace_id
 
     def _latest_sessions(self, limit: int) -> list[str]:
         """The trace ids of the `limit` newest coordination sessions, newest first."""
-        if roots_complete(self.path):
+        if roots_complete(self.paths):
             try:
                 return self._session_ids("roots", limit)
             except StoreError:
@@ -368,4 +372,4 @@ class TraceStore:
         if found:
             return
         self.ensure_not_empty()
-        raise StoreError(f"no trace {trace_id!r} in the store at {self.path} (see `mastrace runs`)")
+        raise StoreError(f"no trace {trace_id!r} in the store at {self.where} (see `mastrace runs`)")

@@ -32,7 +32,7 @@ def open_store(args: argparse.Namespace, *, sandbox: bool = False) -> Iterator[T
         skipped = store.skipped_rows()
     if skipped:
         print(
-            escape_control(f"mastrace: skipped {skipped} malformed row(s) in {store.path}"), file=sys.stderr
+            escape_control(f"mastrace: skipped {skipped} malformed row(s) in {store.where}"), file=sys.stderr
         )
 
 

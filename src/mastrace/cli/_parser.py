@@ -32,7 +32,12 @@ examples:
 def _common() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
-        "--store", metavar="DIR", default=None, help="store folder (default: $MASTRACE_DIR or ./.mastrace)"
+        "--store",
+        metavar="DIR",
+        action="append",
+        default=None,
+        help="store folder (default: $MASTRACE_DIR or ./.mastrace); repeat it, or give a glob such as "
+        "'runs/*/.mastrace', to read several stores as one",
     )
     return common
 

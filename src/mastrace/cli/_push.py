@@ -146,34 +146,51 @@ def _since(text: str | None) -> int | None:
     return int(moment.timestamp() * 1e9)
 
 
-def _traces(store: Path, refs: Sequence[str]) -> set[str] | None:
+def _traces(stores: list[Path], refs: Sequence[str]) -> set[str] | None:
     if not refs:
         return None
     from ..analysis import TraceStore
 
-    with TraceStore(store) as traces:
+    with TraceStore(stores) as traces:
         return {traces.resolve(ref) for ref in refs}
 
 
 def cmd_push(args: argparse.Namespace, out: TextIO) -> int:
     """Send stored spans to `--to`, skipping what that destination already acknowledged."""
-    from ..store import default_store_path
+    from ..store.reader import store_paths
 
-    store = Path(args.store).expanduser().absolute() if args.store else default_store_path()
-    if not (store / "segments").is_dir():
-        raise MastraceError(f"no local store at {store} (pass --store DIR or set MASTRACE_DIR)")
+    stores = store_paths(args.store)
+    for store in stores:
+        if not (store / "segments").is_dir():
+            raise MastraceError(f"no local store at {store} (pass --store DIR or set MASTRACE_DIR)")
     protocol = args.protocol or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
     key, send = sender_for(args.to, protocol, args.header or ())
+    traces = _traces(stores, args.trace)
+    since = _since(args.since)
+    started = time.perf_counter()
+    sent = already = skipped = 0
+    with progress("pushing"):
+        for store in stores:
+            counts = _push_store(store, key, send, traces, since)
+            sent, already, skipped = sent + counts[0], already + counts[1], skipped + counts[2]
+    elapsed = time.perf_counter() - started
+    rate = f" ({sent / elapsed:,.0f} spans/s)" if sent and elapsed > 0 else ""
+    out.write(f"sent {sent} span(s) to {key}{rate}; {already} already sent before")
+    out.write(f"; {skipped} malformed line(s) skipped\n" if skipped else "\n")
+    return 0
+
+
+def _push_store(
+    store: Path, key: str, send: Sender, traces: set[str] | None, since: int | None
+) -> tuple[int, int, int]:
+    """Push one store; returns (sent, already sent before, malformed lines skipped)."""
     try:
         state = PushState.load(store, key)
     except ValueError as exc:
         raise MastraceError(str(exc)) from exc
     live = live_acked(store, key)  # what the endpoint took while the traced processes ran
-    traces = _traces(store, args.trace)
-    since = _since(args.since)
     filtered = traces is not None or since is not None
     sent = already = skipped = 0
-    started = time.perf_counter()
 
     def flush(batch: list[StoredSpan], segment: str, offset: int | None) -> None:
         nonlocal sent
@@ -187,32 +204,27 @@ def cmd_push(args: argparse.Namespace, out: TextIO) -> int:
         if batch or offset is not None:
             state.save(store)
 
-    with progress("pushing"):
-        for path in segment_paths(store):
-            recorded = state.offsets.get(path.name, 0)
-            start = 0 if filtered else recorded
-            batch: list[StoredSpan] = []
-            offset: int | None = None
-            for item in read_segment(path, start):
-                if isinstance(item, int):
-                    skipped += 1
-                    offset = item
-                    continue
-                offset = item.end_offset
-                if item.end_offset <= recorded or item.span_id in state.span_ids or item.span_id in live:
-                    already += 1  # acknowledged by an earlier push
-                    continue
-                if (traces is not None and item.trace_id not in traces) or (
-                    since is not None and item.start_ns < since
-                ):
-                    continue
-                batch.append(item)
-                if len(batch) >= BATCH:
-                    flush(batch, path.name, offset)
-                    batch = []
-            flush(batch, path.name, offset if offset is not None and offset > start else None)
-    elapsed = time.perf_counter() - started
-    rate = f" ({sent / elapsed:,.0f} spans/s)" if sent and elapsed > 0 else ""
-    out.write(f"sent {sent} span(s) to {key}{rate}; {already} already sent before")
-    out.write(f"; {skipped} malformed line(s) skipped\n" if skipped else "\n")
-    return 0
+    for path in segment_paths(store):
+        recorded = state.offsets.get(path.name, 0)
+        start = 0 if filtered else recorded
+        batch: list[StoredSpan] = []
+        offset: int | None = None
+        for item in read_segment(path, start):
+            if isinstance(item, int):
+                skipped += 1
+                offset = item
+                continue
+            offset = item.end_offset
+            if item.end_offset <= recorded or item.span_id in state.span_ids or item.span_id in live:
+                already += 1  # acknowledged by an earlier push, or live
+                continue
+            if (traces is not None and item.trace_id not in traces) or (
+                since is not None and item.start_ns < since
+            ):
+                continue
+            batch.append(item)
+            if len(batch) >= BATCH:
+                flush(batch, path.name, offset)
+                batch = []
+        flush(batch, path.name, offset if offset is not None and offset > start else None)
+    return sent, already, skipped

@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import glob
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -44,6 +45,7 @@ from ._schema import (
 )
 
 __all__ = [
+    "StorePaths",
     "connect",
     "default_store_path",
     "query",
@@ -51,6 +53,7 @@ __all__ = [
     "roots_complete",
     "segment_files",
     "skipped_rows",
+    "store_paths",
 ]
 
 ENV_STORE_DIR = "MASTRACE_DIR"
@@ -68,8 +71,31 @@ def default_store_path() -> Path:
     return Path(configured or DEFAULT_DIR_NAME).expanduser().absolute()
 
 
+StorePaths = str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None
+"""One store folder, several (read together as one `records` table), or None for the default."""
+
+
 def _store_path(path: str | os.PathLike[str] | None) -> Path:
     return default_store_path() if path is None else Path(path).expanduser().absolute()
+
+
+def store_paths(path: StorePaths) -> list[Path]:
+    """The store folders `path` names: None is the default store; a glob (`runs/*/.mastrace`) is
+    expanded, in name order; several are read together."""
+    if path is None or isinstance(path, (str, os.PathLike)):
+        items: list[str | os.PathLike[str]] = [] if path is None else [path]
+    else:
+        items = list(path)
+    if not items:
+        return [default_store_path()]
+    out: list[Path] = []
+    for item in items:
+        text = os.path.expanduser(os.fspath(item))
+        if any(c in text for c in "*?[") and not Path(text).exists():
+            out.extend(Path(p).absolute() for p in sorted(glob.glob(text)))
+        else:
+            out.append(Path(text).absolute())
+    return list(dict.fromkeys(out))
 
 
 def _files(folder: Path) -> list[Path]:
@@ -78,52 +104,57 @@ def _files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.name.endswith(SEGMENT_SUFFIX) and p.is_file())
 
 
-def segment_files(path: str | os.PathLike[str] | None = None) -> list[Path]:
-    """The segment files of the store at `path` (default: `default_store_path()`), sorted by name."""
-    return _files(_store_path(path) / SEGMENTS_DIR)
+def segment_files(path: StorePaths = None) -> list[Path]:
+    """The segment files of the store(s) at `path` (default: `default_store_path()`), sorted by name."""
+    return [f for store in store_paths(path) for f in _files(store / SEGMENTS_DIR)]
 
 
-def root_files(path: str | os.PathLike[str] | None = None) -> list[Path]:
-    """The roots files of the store at `path` (default: `default_store_path()`), sorted by name."""
-    return _files(_store_path(path) / ROOTS_DIR)
+def root_files(path: StorePaths = None) -> list[Path]:
+    """The roots files of the store(s) at `path` (default: `default_store_path()`), sorted by name."""
+    return [f for store in store_paths(path) for f in _files(store / ROOTS_DIR)]
 
 
-def roots_complete(path: str | os.PathLike[str] | None = None) -> bool:
+def roots_complete(path: StorePaths = None) -> bool:
     """Whether `roots` holds exactly the root spans of `records`: roots files and segments pair up.
 
     Writers create a segment's roots file before the segment, so a segment seen without one was
     written by an older version or lost its roots file after a failed write; a roots file without
     its segment outlived a segment that was deleted.
     """
-    store = _store_path(path)
-    return [p.name for p in root_files(store)] == [p.name for p in segment_files(store)]
+    return all(
+        [p.name for p in _files(store / ROOTS_DIR)] == [p.name for p in _files(store / SEGMENTS_DIR)]
+        for store in store_paths(path)
+    )
 
 
-def _source(store: Path, folder: str) -> str:
-    """The `read_json` source over the store's files in `folder`, or an empty relation."""
-    files = _files(store / folder)
-    if not files:
+def _source(stores: list[Path], folder: str) -> str:
+    """The `read_json` source over the stores' files in `folder`, or an empty relation."""
+    sources: list[str] = []
+    for store in stores:
+        files = _files(store / folder)
+        if not files:
+            continue
+        if any(c in str(store) for c in _GLOB_CHARS):
+            # DuckDB globs cannot escape these: list today's files instead of matching per query.
+            sources.extend(str(f) for f in files)
+        else:  # files are matched per query, so files written later are seen too
+            sources.append(str(store / folder / f"*{SEGMENT_SUFFIX}"))
+    if not sources:
         return empty_source_sql()
-    if any(c in str(store) for c in _GLOB_CHARS):
-        # DuckDB globs cannot escape these: list today's files instead of matching per query.
-        return read_json_sql([str(f) for f in files])
-    # Files are matched per query, so files written later are seen too.
-    return read_json_sql(str(store / folder / f"*{SEGMENT_SUFFIX}"))
+    return read_json_sql(sources[0] if len(sources) == 1 else sources)
 
 
-def skipped_rows(con: duckdb.DuckDBPyConnection, path: str | os.PathLike[str] | None = None) -> int:
+def skipped_rows(con: duckdb.DuckDBPyConnection, path: StorePaths = None) -> int:
     """How many lines of the store's segments the `records` view leaves out as malformed.
 
     Torn lines (a writer killed mid-write) and lines edited by hand with mistyped fields count.
     """
-    source = _source(_store_path(path), SEGMENTS_DIR)
+    source = _source(store_paths(path), SEGMENTS_DIR)
     row = con.execute(skipped_sql(source)).fetchone()
     return int(row[0]) if row else 0
 
 
-def connect(
-    path: str | os.PathLike[str] | None = None, *, external_access: bool = True
-) -> duckdb.DuckDBPyConnection:
+def connect(path: StorePaths = None, *, external_access: bool = True) -> duckdb.DuckDBPyConnection:
     """Open an in-memory DuckDB connection with `records` and `roots` views over the store.
 
     A missing or empty store gives an empty `records` with the same columns, and so does not see
@@ -133,7 +164,9 @@ def connect(
     connection when done (it is also a context manager).
 
     Args:
-        path: The store folder; default `default_store_path()`.
+        path: The store folder, or several (or a glob) read together as one `records` table, e.g.
+            the stores of worker processes whose spans continue one trace; default
+            `default_store_path()`.
         external_access: False locks the connection to the store: SQL on it cannot read or write
             other files (`read_csv`, `COPY … TO`, `ATTACH`), load extensions or change settings.
 
@@ -144,8 +177,8 @@ def connect(
     Raises:
         StoreError: DuckDB could not create the views.
     """
-    store = _store_path(path)
-    source, roots_source = _source(store, SEGMENTS_DIR), _source(store, ROOTS_DIR)
+    stores = store_paths(path)
+    source, roots_source = _source(stores, SEGMENTS_DIR), _source(stores, ROOTS_DIR)
     try:
         con = duckdb.connect(":memory:")
     except duckdb.Error as exc:  # pragma: no cover - an in-memory database has nothing to fail on
@@ -156,19 +189,19 @@ def connect(
         con.execute(view_sql(source, VIEW_NAME))
         con.execute(view_sql(roots_source, ROOTS_VIEW_NAME))
         if not external_access:
-            folders = [str(store / SEGMENTS_DIR) + os.sep, str(store / ROOTS_DIR) + os.sep]
+            folders = [str(s / d) + os.sep for s in stores for d in (SEGMENTS_DIR, ROOTS_DIR)]
             con.execute("SET allowed_directories = ?", [folders])
             con.execute("SET enable_external_access = false")
             con.execute("SET lock_configuration = true")
     except duckdb.Error as exc:
         con.close()
-        raise StoreError(f"cannot open the local store at {store}: {exc}") from exc
+        raise StoreError(f"cannot open the local store at {', '.join(map(str, stores))}: {exc}") from exc
     return con
 
 
 def query(
     sql: str,
-    path: str | os.PathLike[str] | None = None,
+    path: StorePaths = None,
     params: Sequence[Any] | dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Run one SQL statement against the store and return its rows as dicts.
