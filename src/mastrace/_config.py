@@ -375,6 +375,10 @@ def _resource(settings: Settings) -> Resource:
     )
 
 
+REMOTE_QUEUE_WITH_STORE = 16_384
+"""Spans an OTLP destination queues at most when a local store is on (~50 MB at ~3 KB a span)."""
+
+
 def _destinations(settings: Settings) -> list[Destination]:
     limits = settings.limits
     options = settings.scrubbing
@@ -419,7 +423,12 @@ def _destinations(settings: Settings) -> list[Destination]:
             exporter = AckRecorder(
                 exporter, acked_path(settings.local, destination_key(settings.otlp), writer)
             )
-        destination = Destination("otlp", exporter, transform, **common)
+        remote = dict(common)
+        if settings.local is not None:
+            # The store holds every span: a collector that hangs must not make the process hold
+            # hundreds of MB of them too. What does not fit is counted as dropped; `push` sends it.
+            remote["max_queue"] = min(settings.max_queue_size, REMOTE_QUEUE_WITH_STORE)
+        destination = Destination("otlp", exporter, transform, **remote)
         destination.exit_budget = settings.otlp_exit_timeout
         out.append(destination)
     if settings.console:

@@ -173,3 +173,26 @@ def test_the_probe_is_skipped_behind_a_proxy(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.internal:3128")
     assert guard_otlp_exporter(inner, "http://127.0.0.1:4318") is inner
     inner.shutdown()
+
+
+def test_a_hung_collector_holds_a_bounded_queue(
+    tmp_path: Path, silent: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a local store, the OTLP queue is capped: the rest is counted as dropped, and stored."""
+    from mastrace._config import REMOTE_QUEUE_WITH_STORE
+
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1")
+    mastrace.configure(local=tmp_path / "store", otlp=silent, otlp_exit_timeout=0.2)
+    tracer = mastrace.get_tracer("hung")
+    total = REMOTE_QUEUE_WITH_STORE + 5_000
+    for i in range(total):
+        with tracer.span("work", attributes={"i": i}):
+            pass
+    result = mastrace.force_flush(timeout=5)
+    otlp, local = result.destinations["otlp"], result.destinations["local"]
+    assert local.exported == total
+    assert otlp.pending <= REMOTE_QUEUE_WITH_STORE + 512  # the queue, and one batch being sent
+    assert otlp.dropped >= total - REMOTE_QUEUE_WITH_STORE - otlp.pending
+    final = mastrace.shutdown(timeout=2)
+    gone = final.destinations["otlp"]
+    assert gone.exported + gone.dropped + gone.failed + gone.pending == total
