@@ -20,6 +20,7 @@ SCRIPTS = {
     "bench_export.py": ([], ["--n", "2000", "--rounds", "5"]),
     "bench_store.py": ([], ["--spans", "20000", "--repeat", "2"]),
     "bench_scrub.py": ([], ["--spans", "10000", "--repeat", "2"]),
+    "bench_outage.py": ([], ["--spans", "50000", "--outage", "2"]),
     "bench_analyze.py": ([], ["--spans", "100000", "--repeat", "2"]),
 }
 
