@@ -179,7 +179,8 @@ def _span_data(span: SpanRow, category: str, origin_us: int) -> dict[str, Any]:
             "stacktrace": span.exception_stacktrace,
         }
     return {
-        "name": span.name,
+        "name": span.label,
+        "span_name": span.name,
         "parent": span.parent_span_id,
         "category": category,
         "offset": format_duration((span.start_us - origin_us) / 1e6),
@@ -199,9 +200,9 @@ def _row(node: TreeNode, category: str, origin_us: int, total_us: int) -> str:
     left = 100.0 * (span.start_us - origin_us) / total_us
     width = 100.0 * max(0, span.end_us - span.start_us) / total_us
     sid = html.escape(span.span_id)
-    name = html.escape(span.name)
+    name = html.escape(span.label)
     mark = '<span class="err">✗</span>' if category == "error" else ""
-    title = html.escape(f"{span.name} · {format_duration(span.duration)}")
+    title = html.escape(f"{span.label} · {format_duration(span.duration)}")
     pad = 8 + node.depth * _INDENT_PX
     instant = span.span_type == "log" or span.end_us == span.start_us
     duration = "event" if instant else html.escape(format_duration(span.duration))
@@ -244,7 +245,7 @@ def render_html(spans: Sequence[SpanRow], *, max_spans: int = DEFAULT_MAX_SPANS)
         rows.append(_row(node, category, origin, total_us))
         data[node.span.span_id] = _span_data(node.span, category, origin)
     root = nodes[0].span if nodes else None
-    title = root.name if root else "empty trace"
+    title = root.label if root else "empty trace"
     errors = sum(1 for s in spans if s.is_error)
     meta = (
         f"trace {spans[0].trace_id if spans else '-'} · {format_duration(total_us / 1e6)} · "

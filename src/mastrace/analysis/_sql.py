@@ -127,6 +127,8 @@ def load_trace_sql() -> str:
 CREATE OR REPLACE TEMP TABLE mt_spans AS
 WITH raw AS (
     SELECT span_id, parent_span_id, span_name, span_type, level, service_name,
+           -- what Logfire shows: the formatted message of a record Logfire wrote, else the name
+           coalesce(nullif(message, ''), span_name) AS label,
            epoch_us(start_timestamp) AS start_us, epoch_us(end_timestamp) AS end_us, duration,
            is_exception, exception_type, exception_message, otel_status_code, otel_status_message,
            CASE WHEN NOT {bulk} OR {error} THEN attributes END AS attributes
@@ -157,10 +159,10 @@ def _records(where: str) -> str:
     fields = ", ".join(f'r."{key}" AS "{key}"' for key in RECORD_KEYS)
     spec = "'" + json.dumps(dict.fromkeys(RECORD_KEYS, "VARCHAR")) + "'"
     return f"""
-SELECT start_us, sid, span_name, {fields}
+SELECT start_us, sid, span_name, label, {fields}
 FROM (
     SELECT *, json_transform(attributes, {spec}) AS r
-    FROM (SELECT start_us, sid, span_name, attributes FROM mt_spans
+    FROM (SELECT start_us, sid, span_name, label, attributes FROM mt_spans
           WHERE is_record AND {where} ORDER BY start_us, sid LIMIT ?)
 )
 ORDER BY start_us, sid
@@ -278,7 +280,7 @@ LIMIT ?
 """
 
 FLOW_SQL: Final = f"""
-SELECT start_us, span_name AS name, "massgen.agent_id" AS agent, "massgen.answer_label" AS answer_label,
+SELECT start_us, label AS name, "massgen.agent_id" AS agent, "massgen.answer_label" AS answer_label,
        "massgen.voted_for" AS voted_for, "massgen.voted_for_label" AS voted_for_label,
        "massgen.vote_reason" AS vote_reason, "massgen.winner" AS winner
 FROM ({_records("true")})
@@ -302,11 +304,11 @@ ORDER BY start_us, sid
 
 SLOWEST_SQL: Final = """
 WITH top AS (
-    SELECT sid, span_name, agent_id, duration, start_us FROM mt_spans
+    SELECT sid, label, agent_id, duration, start_us FROM mt_spans
     WHERE NOT is_agent AND sid <> ? AND duration > 0
     ORDER BY duration DESC, start_us LIMIT ?
 )
-SELECT top.span_name AS name, coalesce(top.agent_id, o.owner_agent) AS agent, top.duration, top.start_us
+SELECT top.label AS name, coalesce(top.agent_id, o.owner_agent) AS agent, top.duration, top.start_us
 FROM top LEFT JOIN mt_owner o ON o.sid = top.sid
 ORDER BY top.duration DESC, top.start_us
 """
@@ -321,7 +323,7 @@ LIMIT ?
 """
 
 ERRORS_SQL: Final = """
-SELECT s.span_name AS name, coalesce(s.agent_id, o.owner_agent) AS agent, s.is_exception,
+SELECT s.label AS name, coalesce(s.agent_id, o.owner_agent) AS agent, s.is_exception,
        s.exception_type, coalesce(s.exception_message, s.otel_status_message, s.error_message) AS message,
        s.otel_status_code = 'ERROR' AS error_status, s.outcome = 'error' AS error_outcome,
        lower(s.interrupted) = 'true' AS interrupted, s.is_tool, s.is_agent, s.start_us

@@ -146,6 +146,12 @@ class SpanRow:
     resource: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def label(self) -> str:
+        """What Logfire shows for the span: its formatted message (`logfire.msg`) when it has one
+        that differs from the name (a template such as `Agent restart: {agent_id}`), else the name."""
+        return self.message if self.message and self.message != self.name else self.name
+
+    @property
     def is_error(self) -> bool:
         """Whether the span ended in error (error status, exception, or error level)."""
         return self.otel_status_code == "ERROR" or self.is_exception or self.level >= 17

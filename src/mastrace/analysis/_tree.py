@@ -113,9 +113,9 @@ def _line(node: TreeNode, origin_us: int) -> str:
     mark = "✗ " if span.is_error else ""
     timing = f"+{format_duration((span.start_us - origin_us) / 1e6)}"
     if span.span_type == "log" or span.end_us == span.start_us:
-        parts = [f"{mark}{span.name}", f"• {timing}"]
+        parts = [f"{mark}{span.label}", f"• {timing}"]
     else:
-        parts = [f"{mark}{span.name}", format_duration(span.duration), f"({timing})"]
+        parts = [f"{mark}{span.label}", format_duration(span.duration), f"({timing})"]
     parts += key_attributes(span)
     if span.is_error:
         parts.append(f"✗ {_error_text(span)}")
