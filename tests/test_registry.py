@@ -181,11 +181,11 @@ def test_clear_forgets_registrations_but_keeps_usage_totals(registry: Registry) 
 
 # --- scopes --------------------------------------------------------------------------------------
 def test_scope_registrations_are_invisible_outside_and_forgotten_after(registry: Registry) -> None:
-    """What a scope registers is seen only inside it, and dropped when it closes."""
+    """What a scope registers is seen only inside it (beside the root's), and dropped when it closes."""
     registry.register("agents", "root_agent", Component("r"))
     with registry.scope():
         registry.register("agents", "scoped", Component("s"))
-        assert set(registry.collect_all_configs()["agents"]) == {"scoped"}
+        assert set(registry.collect_all_configs()["agents"]) == {"root_agent", "scoped"}
     assert set(registry.collect_all_configs()["agents"]) == {"root_agent"}
 
 
@@ -431,3 +431,30 @@ def test_nested_scopes_of_one_registry_count_usage_once() -> None:
     assert inner["input_tokens"] == 100
     assert outer.get("input_tokens", 0) == 0
     assert registry.usage.input_tokens == 100
+
+
+# -- read-through --------------------------------------------------------------------------------
+def test_root_registrations_are_seen_in_every_scope_and_scope_ones_stay_private() -> None:
+    from mastrace import ConfigurableMixin
+
+    class Named(ConfigurableMixin):
+        def __init__(self, label: str) -> None:
+            self.label = label
+
+        def gather_config(self) -> dict[str, Any]:
+            return {**super().gather_config(), "label": self.label}
+
+    registry = Registry(benchmark=False)
+    shared = registry.register("models", "main", Named("shared"))  # e.g. built in a benchmark's __init__
+    with registry.scope():
+        registry.register("tools", "search", Named("rep1"))
+        inside = registry.collect_all_configs()
+        assert inside["models"]["main"]["label"] == "shared"
+        assert inside["tools"]["search"]["label"] == "rep1"
+        with registry.scope():  # a sibling repetition sees the shared model, not rep1's tool
+            assert "search" not in registry.collect_all_configs().get("tools", {})
+        registry.register("models", "main", Named("override"))  # a scope may override a key
+        assert registry.collect_all_configs()["models"]["main"]["label"] == "override"
+    outside = registry.collect_all_configs()
+    assert outside["models"]["main"]["label"] == "shared" and "search" not in outside.get("tools", {})
+    assert shared.label == "shared"

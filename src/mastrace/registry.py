@@ -7,7 +7,8 @@ registration, and for configurations a `benchmark` section (git, python, system,
 
 Registrations live in a *scope*. `with registry.scope():` opens a fresh one for the current
 context; tasks and propagated threads started inside it see it; leaving it forgets its
-registrations. Outside any scope, a registry uses its own root scope.
+registrations. Outside any scope, a registry uses its own root scope, and what is registered there
+is seen from every scope too (read-through), while a scope's own registrations stay private to it.
 
 Usage semantics:
 
@@ -234,6 +235,18 @@ class Registry:
         scope = self._scope()
         with scope.lock:
             items = list(scope.components.items())
+            own_ids = set(scope.keys_by_id)
+        if not scope.root:
+            # Read-through: what was registered outside any scope (a model built in a benchmark's
+            # `__init__`) is seen in every scope, unless the scope registered that key or component.
+            root = self._root
+            with root.lock:
+                inherited = [
+                    (key, c)
+                    for key, c in root.components.items()
+                    if key not in scope.components and id(c) not in own_ids
+                ]
+            items = inherited + items
         out = [(*key.split(":", 1), c) for key, c in items if callable(getattr(c, method, None))]
         return scope, out  # type: ignore[return-value]
 
