@@ -3,6 +3,9 @@
 - `mastrace.integrations.mcp`: `instrument_mcp()` traces the official `mcp` SDK's client calls
   as `mcp.<server>.<tool>` spans; `traced_tool` / `continue_trace` continue the trace inside an
   MCP server's tools. Install `mastrace[mcp]`.
+- `mastrace.integrations.openai`: `instrument_openai()` traces the `openai` SDK's chat completions
+  (sync, async, streamed) as `llm.<provider>.chat` / `llm.<provider>.stream` spans with GenAI
+  attributes and usage credited to the enclosing round. Install `mastrace[openai]`.
 - `mastrace.integrations.maseval`: `MastraceCallback`, a MASEval `BenchmarkCallback` that traces
   every task and repetition with its configuration, usage and status. Install `mastrace[maseval]`.
 
@@ -14,7 +17,15 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["MastraceCallback", "continue_trace", "instrument_mcp", "traced_tool", "uninstrument_mcp"]
+__all__ = [
+    "MastraceCallback",
+    "continue_trace",
+    "instrument_mcp",
+    "instrument_openai",
+    "traced_tool",
+    "uninstrument_mcp",
+    "uninstrument_openai",
+]
 
 _LAZY = {
     "MastraceCallback": "maseval",
@@ -22,6 +33,8 @@ _LAZY = {
     "instrument_mcp": "mcp",
     "traced_tool": "mcp",
     "uninstrument_mcp": "mcp",
+    "instrument_openai": "openai",
+    "uninstrument_openai": "openai",
 }
 
 

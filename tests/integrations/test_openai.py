@@ -1,0 +1,212 @@
+"""`instrument_openai()` with the real `openai` client against a loopback OpenAI-compatible server:
+sync and async, streamed or not, errors, a stream abandoned half way, usage credited once."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import openai
+import pytest
+
+import mastrace
+from mastrace.integrations.openai import instrument_openai, uninstrument_openai
+from mastrace.testing import CapturedSpans
+
+PROMPT_TOKENS, COMPLETION_TOKENS = 11, 7
+WORDS = ["Mars", " coffee", " is", " red", " and", " strong", "."]
+
+
+class Handler(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers.get("content-length", "0"))))
+        model = body["model"]
+        if model.startswith("fail-"):
+            status = int(model.split("-")[1])
+            payload = json.dumps({"error": {"message": "simulated failure", "type": "server_error"}}).encode()
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+            return
+        usage: dict[str, Any] = {
+            "prompt_tokens": PROMPT_TOKENS,
+            "completion_tokens": COMPLETION_TOKENS,
+            "total_tokens": PROMPT_TOKENS + COMPLETION_TOKENS,
+        }
+        if model == "with-cost":
+            usage["cost"] = 0.0042
+        if not body.get("stream"):
+            payload = json.dumps(
+                {
+                    "id": "c1",
+                    "object": "chat.completion",
+                    "created": 1,
+                    "model": model + "-2026",
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": "".join(WORDS)},
+                            "finish_reason": "stop",
+                        }
+                    ],
+                    "usage": usage,
+                }
+            ).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+            return
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.end_headers()
+        base = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": model + "-2026"}
+        try:
+            for word in WORDS:
+                chunk = {**base, "choices": [{"index": 0, "delta": {"content": word}, "finish_reason": None}]}
+                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                self.wfile.flush()
+            last = {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+            self.wfile.write(f"data: {json.dumps(last)}\n\n".encode())
+            self.wfile.write(f"data: {json.dumps({**base, 'choices': [], 'usage': usage})}\n\n".encode())
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):  # the client went away half way
+            pass
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return None
+
+
+@pytest.fixture(scope="module")
+def server_url() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def instrumented() -> Iterator[None]:
+    assert instrument_openai()
+    yield
+    uninstrument_openai()
+
+
+class Agent(mastrace.AgentMixin):
+    agent_id = "agent_a"
+
+
+def _client(url: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=url, api_key="sk-test-not-real", max_retries=0)
+
+
+def test_a_call_is_a_chat_span_under_its_round(
+    mastrace_spans: CapturedSpans, server_url: str, instrumented: None
+) -> None:
+    with Agent().agent_round(0, "initial_answer") as rnd:
+        reply = _client(server_url).chat.completions.create(
+            model="gpt-x", messages=[{"role": "user", "content": "hi"}], temperature=0.2
+        )
+    assert reply.choices[0].message.content == "".join(WORDS)  # the caller's result is untouched
+    span = mastrace_spans.one("llm.openai.chat")
+    round_span = mastrace_spans.one("agent.agent_a.round_0")
+    assert mastrace_spans.parent_of(span) is round_span
+    attrs = mastrace_spans.attributes("llm.openai.chat")
+    assert attrs["gen_ai.operation.name"] == "chat" and attrs["gen_ai.request.model"] == "gpt-x"
+    assert attrs["gen_ai.request.temperature"] == 0.2 and attrs["gen_ai.response.model"] == "gpt-x-2026"
+    assert attrs["gen_ai.usage.input_tokens"] == PROMPT_TOKENS
+    assert attrs["gen_ai.response.finish_reasons"] == ("stop",)
+    assert "gen_ai.prompt" not in attrs and "gen_ai.completion" not in attrs  # off by default
+    usage = rnd.usage
+    assert (usage.input_tokens, usage.output_tokens) == (PROMPT_TOKENS, COMPLETION_TOKENS)  # type: ignore[attr-defined]
+
+
+def test_a_stream_is_one_stream_span_with_time_to_first_chunk(
+    mastrace_spans: CapturedSpans, server_url: str, instrumented: None
+) -> None:
+    with Agent().agent_round(1, "voting") as rnd:
+        stream = _client(server_url).chat.completions.create(
+            model="gpt-x", messages=[{"role": "user", "content": "hi"}], stream=True
+        )
+        text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    assert text == "".join(WORDS)
+    attrs = mastrace_spans.attributes("llm.openai.stream")
+    assert attrs["mastrace.stream.time_to_first_chunk_s"] > 0
+    assert attrs["mastrace.stream.chunks"] == len(WORDS) + 2 and attrs["mastrace.stream.completed"] is True
+    assert attrs["gen_ai.usage.output_tokens"] == COMPLETION_TOKENS
+    assert rnd.usage.output_tokens == COMPLETION_TOKENS  # type: ignore[attr-defined]  # once, not per chunk
+
+
+def test_async_calls_and_streams(mastrace_spans: CapturedSpans, server_url: str, instrumented: None) -> None:
+    async def main() -> int:
+        client = openai.AsyncOpenAI(base_url=server_url, api_key="sk-test-not-real", max_retries=0)
+        async with Agent().agent_round(0, "initial_answer") as rnd:
+            await client.chat.completions.create(model="gpt-x", messages=[{"role": "user", "content": "a"}])
+            stream = await client.chat.completions.create(
+                model="gpt-x", messages=[{"role": "user", "content": "b"}], stream=True
+            )
+            async for _ in stream:
+                pass
+        await client.close()
+        return rnd.usage.input_tokens  # type: ignore[attr-defined, no-any-return]
+
+    assert asyncio.run(main()) == 2 * PROMPT_TOKENS
+    round_span = mastrace_spans.one("agent.agent_a.round_0")
+    for name in ("llm.openai.chat", "llm.openai.stream"):
+        assert mastrace_spans.parent_of(mastrace_spans.one(name)) is round_span
+
+
+def test_an_error_is_recorded_and_raised_unchanged(
+    mastrace_spans: CapturedSpans, server_url: str, instrumented: None
+) -> None:
+    with pytest.raises(openai.InternalServerError):
+        _client(server_url).chat.completions.create(
+            model="fail-500", messages=[{"role": "user", "content": "x"}]
+        )
+    span = mastrace_spans.one("llm.openai.chat")
+    assert span.status.status_code.name == "ERROR"
+    assert [e.name for e in span.events] == ["exception"]
+
+
+def test_a_stream_abandoned_half_way_ends_its_span(
+    mastrace_spans: CapturedSpans, server_url: str, instrumented: None
+) -> None:
+    stream = _client(server_url).chat.completions.create(
+        model="gpt-x", messages=[{"role": "user", "content": "x"}], stream=True
+    )
+    for i, _ in enumerate(stream):
+        if i == 1:
+            break
+    stream.close()
+    attrs = mastrace_spans.attributes("llm.openai.stream")
+    assert attrs["mastrace.stream.chunks"] == 2 and attrs["mastrace.stream.completed"] is False
+
+
+def test_provider_cost_and_content_capture(mastrace_spans: CapturedSpans, server_url: str) -> None:
+    assert instrument_openai(capture_content=True)
+    try:
+        _client(server_url).chat.completions.create(
+            model="with-cost", messages=[{"role": "user", "content": "my key is sk-proj-" + "A1b2" * 12}]
+        )
+    finally:
+        uninstrument_openai()
+    attrs = mastrace_spans.attributes("llm.openai.chat")
+    assert attrs["mastrace.usage"]["cost"] == pytest.approx(0.0042)
+    assert "".join(WORDS) in str(attrs["gen_ai.completion"])
+    assert "gen_ai.prompt" in attrs
+
+
+def test_uninstrument_stops_tracing(mastrace_spans: CapturedSpans, server_url: str) -> None:
+    instrument_openai()
+    uninstrument_openai()
+    _client(server_url).chat.completions.create(model="gpt-x", messages=[{"role": "user", "content": "x"}])
+    assert not [s for s in mastrace_spans.spans if s.name.startswith("llm.")]
