@@ -25,6 +25,7 @@ from typing import Any
 
 from opentelemetry.sdk.resources import Resource
 
+from . import semconv
 from ._errors import warn_once
 from ._scrub_options import JsonPath, ScrubbingOptions, ScrubCallback, ScrubMatch
 from ._secret_rules import (
@@ -51,13 +52,13 @@ __all__ = [
 
 SAFE_KEYS: frozenset[str] = frozenset(
     {
-        "mastrace.scrubbed",
-        "mastrace.truncated",
-        "mastrace.config.hash",
-        "exception.type",
-        "error.type",
-        "code.function",
-        "code.namespace",
+        semconv.MASTRACE_SCRUBBED,
+        semconv.MASTRACE_TRUNCATED,
+        semconv.MASTRACE_CONFIG_HASH,
+        semconv.EXCEPTION_TYPE,
+        semconv.ERROR_TYPE,
+        semconv.MASTRACE_CODE_FUNCTION,
+        semconv.MASTRACE_CODE_NAMESPACE,
     }
 )
 """Keys left untouched entirely, like every `logfire.*` key."""

@@ -28,6 +28,8 @@ from typing import Any, TypeAlias, Union
 
 from opentelemetry.util.types import AttributeValue
 
+from . import semconv
+
 __all__ = [
     "CYCLE_MARKER",
     "DEPTH_MARKER",
@@ -50,7 +52,7 @@ Encoder = Callable[[Any, set[int], int], JsonValue]
 MAX_DEPTH = 32
 CYCLE_MARKER = "<cycle>"
 DEPTH_MARKER = "<max depth reached>"
-TRUNCATED_KEY = "mastrace.truncated"
+TRUNCATED_KEY = semconv.MASTRACE_TRUNCATED
 _MAX_INT_BITS = 13_000  # str(int) refuses more than 4300 digits (about 14_000 bits)
 _BYTES_PREVIEW = 32
 _MAX_RESOLVED = 4_096

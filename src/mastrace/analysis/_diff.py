@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .. import semconv
 from ._model import Report
 from ._texttable import text_table
 
@@ -189,7 +190,7 @@ def _delta_rows(rows: Iterable[AgentDelta]) -> list[list[str]]:
 
 
 def _config_lines(diff: RunDiff) -> list[str]:
-    lines = ["Configuration (mastrace.config)"]
+    lines = [f"Configuration ({semconv.MASTRACE_CONFIG})"]
     if not diff.has_config_a and not diff.has_config_b:
         return [*lines, "  neither run recorded a configuration snapshot", ""]
     if diff.hash_a and diff.hash_a == diff.hash_b:

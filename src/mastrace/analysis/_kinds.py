@@ -31,8 +31,11 @@ EVENT_PREFIXES: Final = (
 )
 
 # SQL predicates over `span_name`, used by every set-based query so that all sections agree.
-AGENT_SPAN_SQL: Final = "(span_name LIKE 'agent.%.round_%' OR span_name LIKE 'agent.%.presentation')"
-TOOL_SPAN_SQL: Final = "(span_name LIKE 'mcp.%' OR span_name LIKE 'Tool execution:%')"
+AGENT_SPAN_SQL: Final = (
+    f"(span_name LIKE '{semconv.SPAN_AGENT_PREFIX}%.round_%' "
+    f"OR span_name LIKE '{semconv.SPAN_AGENT_PREFIX}%.presentation')"
+)
+TOOL_SPAN_SQL: Final = f"(span_name LIKE '{semconv.SPAN_MCP_PREFIX}%' OR span_name LIKE 'Tool execution:%')"
 RECORD_SPAN_SQL: Final = (
     "(span_name LIKE 'Coordination event:%' OR span_name LIKE 'Agent answer:%' "
     "OR span_name LIKE 'Agent vote:%' OR span_name LIKE 'Winner selected:%' "
@@ -60,11 +63,11 @@ def span_category(name: str, span_type: str | None = None, error: bool = False) 
         return "error"
     if name == semconv.SPAN_COORDINATION_SESSION:
         return "session"
-    if name.startswith("agent.") and (".round_" in name or name.endswith(".presentation")):
+    if name.startswith(semconv.SPAN_AGENT_PREFIX) and (".round_" in name or name.endswith(".presentation")):
         return "agent"
-    if name.startswith("llm."):
+    if name.startswith(semconv.SPAN_LLM_PREFIX):
         return "llm"
-    if name.startswith(("mcp.", "Tool execution:")):
+    if name.startswith((semconv.SPAN_MCP_PREFIX, "Tool execution:")):
         return "tool"
     if span_type == "log" or name.startswith(EVENT_PREFIXES):
         return "event"

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from .. import semconv
 from ._diff import flatten
 from ._kinds import format_value, utc_clock
 from ._model import Report, RoundRow
@@ -155,9 +156,9 @@ def _rounds(report: Report) -> list[str]:
     lines += _more(report, "rounds", len(report.rounds))
     lines += [
         "",
-        "_Tool wall time is the union of the `mcp.*` and `Tool execution:*` span intervals inside "
-        "the round, so overlapping calls count once; non-tool time is the rest (model, streaming, "
-        "waiting)._",
+        f"_Tool wall time is the union of the `{semconv.SPAN_MCP_PREFIX}*` and `Tool execution:*` span "
+        "intervals inside the round, so overlapping calls count once; non-tool time is the rest "
+        "(model, streaming, waiting)._",
         "",
     ]
     return lines
@@ -289,7 +290,7 @@ def _config(report: Report) -> list[str]:
     lines = [
         "## Appendix: Configuration Snapshot",
         "",
-        "The `mastrace.config` attribute of the session span, flattened.",
+        f"The `{semconv.MASTRACE_CONFIG}` attribute of the session span, flattened.",
         "",
     ]
     lines += _table(["Key", "Value"], rows)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Final
 
+from .. import semconv
 from ._kinds import AGENT_SPAN_SQL, RECORD_SPAN_SQL, TOOL_SPAN_SQL
 
 __all__ = [
@@ -35,55 +36,55 @@ __all__ = [
 
 # Extracted attribute columns: column name -> attribute key.
 ATTRIBUTE_COLUMNS: Final[dict[str, str]] = {
-    "agent_attr": "massgen.agent_id",
-    "gen_ai_agent": "gen_ai.agent.id",
-    "round_no": "massgen.round",
-    "round_type": "massgen.round_type",
-    "outcome": "massgen.outcome",
-    "answer_label": "massgen.answer_label",
-    "voted_for": "massgen.voted_for",
-    "voted_for_label": "massgen.voted_for_label",
-    "is_winner": "massgen.is_winner",
-    "error_message": "massgen.error_message",
-    "interrupted": "mastrace.interrupted",
-    "m_in": "massgen.usage.input",
-    "m_out": "massgen.usage.output",
-    "m_reason": "massgen.usage.reasoning",
-    "m_cached": "massgen.usage.cached_input",
-    "m_cost": "massgen.usage.cost",
+    "agent_attr": semconv.MASSGEN_AGENT_ID,
+    "gen_ai_agent": semconv.GEN_AI_AGENT_ID,
+    "round_no": semconv.MASSGEN_ROUND,
+    "round_type": semconv.MASSGEN_ROUND_TYPE,
+    "outcome": semconv.MASSGEN_OUTCOME,
+    "answer_label": semconv.MASSGEN_ANSWER_LABEL,
+    "voted_for": semconv.MASSGEN_VOTED_FOR,
+    "voted_for_label": semconv.MASSGEN_VOTED_FOR_LABEL,
+    "is_winner": semconv.MASSGEN_IS_WINNER,
+    "error_message": semconv.MASSGEN_ERROR_MESSAGE,
+    "interrupted": semconv.MASTRACE_INTERRUPTED,
+    "m_in": semconv.MASSGEN_USAGE_INPUT,
+    "m_out": semconv.MASSGEN_USAGE_OUTPUT,
+    "m_reason": semconv.MASSGEN_USAGE_REASONING,
+    "m_cached": semconv.MASSGEN_USAGE_CACHED_INPUT,
+    "m_cost": semconv.MASSGEN_USAGE_COST,
 }
 # Read from coordination records only for the rows a table lists (see `_records`).
 RECORD_KEYS: Final = (
-    "massgen.agent_id",
-    "massgen.answer_label",
-    "massgen.voted_for",
-    "massgen.voted_for_label",
-    "massgen.vote_reason",
-    "massgen.winner",
+    semconv.MASSGEN_AGENT_ID,
+    semconv.MASSGEN_ANSWER_LABEL,
+    semconv.MASSGEN_VOTED_FOR,
+    semconv.MASSGEN_VOTED_FOR_LABEL,
+    semconv.MASSGEN_VOTE_REASON,
+    semconv.MASSGEN_WINNER,
 )
 # Read from the root span only.
 SESSION_KEYS: Final = (
-    "mastrace.config",
-    "mastrace.config.hash",
-    "massgen.task",
-    "massgen.agent_ids",
-    "massgen.winner",
+    semconv.MASTRACE_CONFIG,
+    semconv.MASTRACE_CONFIG_HASH,
+    semconv.MASSGEN_TASK,
+    semconv.MASSGEN_AGENT_IDS,
+    semconv.MASSGEN_WINNER,
 )
 _NUMERIC = {"m_in", "m_out", "m_reason", "m_cached", "m_cost"}
 _AGENT_FROM_NAME = r"regexp_extract(span_name, '^agent\.(.+)\.(round_[0-9]+|presentation)$', 1)"
 # LLM attributes, read only when round spans carry no usage (see LLM_USAGE_SQL).
 _LLM_KEYS = (
-    "massgen.agent_id",
-    "gen_ai.agent.id",
-    "massgen.usage.input",
-    "gen_ai.usage.input_tokens",
-    "massgen.usage.output",
-    "gen_ai.usage.output_tokens",
-    "massgen.usage.reasoning",
-    "gen_ai.usage.reasoning.output_tokens",
-    "massgen.usage.cached_input",
-    "gen_ai.usage.cache_read.input_tokens",
-    "massgen.usage.cost",
+    semconv.MASSGEN_AGENT_ID,
+    semconv.GEN_AI_AGENT_ID,
+    semconv.MASSGEN_USAGE_INPUT,
+    semconv.GEN_AI_USAGE_INPUT_TOKENS,
+    semconv.MASSGEN_USAGE_OUTPUT,
+    semconv.GEN_AI_USAGE_OUTPUT_TOKENS,
+    semconv.MASSGEN_USAGE_REASONING,
+    semconv.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS,
+    semconv.MASSGEN_USAGE_CACHED_INPUT,
+    semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
+    semconv.MASSGEN_USAGE_COST,
 )
 
 
@@ -121,8 +122,8 @@ def load_trace_sql() -> str:
     the rows a table shows. Tool and LLM spans (most of a large trace) keep no attributes unless
     they failed. (A tool call cut short by shutdown is reported through its interrupted round.)
     """
-    error = "(otel_status_code = 'ERROR' OR is_exception OR level >= 17)"
-    bulk = f"({TOOL_SPAN_SQL} OR span_name LIKE 'llm.%')"
+    error = f"(otel_status_code = 'ERROR' OR is_exception OR level >= {semconv.LEVEL_ERROR})"
+    bulk = f"({TOOL_SPAN_SQL} OR span_name LIKE '{semconv.SPAN_LLM_PREFIX}%')"
     return f"""
 CREATE OR REPLACE TEMP TABLE mt_spans AS
 WITH raw AS (
@@ -137,18 +138,18 @@ WITH raw AS (
     SELECT *,
            {AGENT_SPAN_SQL} AS is_agent,
            {TOOL_SPAN_SQL} AS is_tool,
-           span_name LIKE 'llm.%' AS is_llm,
+           span_name LIKE '{semconv.SPAN_LLM_PREFIX}%' AS is_llm,
            {RECORD_SPAN_SQL} AS is_record,
            {error} AS is_error,
            {_hex_id("span_id")} AS sid, {_hex_id("parent_span_id")} AS pid,
            CASE WHEN {AGENT_SPAN_SQL} OR {error} OR parent_span_id IS NULL
-                     OR contains(CAST(attributes AS VARCHAR), 'mastrace.interrupted')
+                     OR contains(CAST(attributes AS VARCHAR), '{semconv.MASTRACE_INTERRUPTED}')
                 THEN json_transform(attributes, {_attribute_spec()}) END AS a
     FROM raw
 )
 SELECT * EXCLUDE (a, span_id, parent_span_id),
        {_attribute_selects()},
-       coalesce(a."massgen.agent_id", a."gen_ai.agent.id",
+       coalesce(a."{semconv.MASSGEN_AGENT_ID}", a."{semconv.GEN_AI_AGENT_ID}",
                 CASE WHEN is_agent THEN nullif({_AGENT_FROM_NAME}, '') END) AS agent_id
 FROM base
 """
@@ -193,10 +194,10 @@ SELECT * EXCLUDE (depth) FROM walk
 """
 
 # The root: the coordination session if there is one, else the earliest span without a parent.
-ROOT_SQL: Final = """
+ROOT_SQL: Final = f"""
 SELECT sid, span_name, service_name, start_us, end_us, duration
 FROM mt_spans WHERE pid IS NULL
-ORDER BY (span_name = 'coordination.session') DESC, start_us, sid
+ORDER BY (span_name = '{semconv.SPAN_COORDINATION_SESSION}') DESC, start_us, sid
 LIMIT 1
 """
 
@@ -209,7 +210,7 @@ LIMIT 1
 """
 
 # Three aggregates, each over only the rows it needs (most rows of a large trace are tool spans).
-TOTALS_SQL: Final = """
+TOTALS_SQL: Final = f"""
 SELECT * FROM (
     SELECT min(start_us) AS start_us, max(end_us) AS end_us, count(*) AS spans,
            count(*) FILTER (WHERE is_error) AS errors,
@@ -229,15 +230,15 @@ SELECT * FROM (
                FILTER (WHERE is_record AND span_name LIKE 'Final answer from %') AS winner_final
     FROM mt_spans WHERE is_record OR is_agent
 ), (
-    SELECT any_value(json_extract_string(attributes, '$."massgen.winner"')) AS winner_event,
-           any_value(json_extract_string(attributes, '$."massgen.agent_id"')) AS winner_event_agent
+    SELECT any_value(json_extract_string(attributes, '$."{semconv.MASSGEN_WINNER}"')) AS winner_event,
+           any_value(json_extract_string(attributes, '$."{semconv.MASSGEN_AGENT_ID}"')) AS winner_event_agent
     FROM mt_spans WHERE is_record AND span_name LIKE 'Winner selected:%'
 )
 """
 
-_PHASE = """CASE WHEN round_type IS NOT NULL THEN round_type
-            WHEN span_name LIKE 'agent.%.presentation' THEN 'presentation'
-            WHEN span_name LIKE 'agent.%.round_0' THEN 'initial_answer'
+_PHASE = f"""CASE WHEN round_type IS NOT NULL THEN round_type
+            WHEN span_name LIKE '{semconv.SPAN_AGENT_PREFIX}%.presentation' THEN 'presentation'
+            WHEN span_name LIKE '{semconv.SPAN_AGENT_PREFIX}%.round_0' THEN 'initial_answer'
             ELSE 'voting' END"""
 
 PHASES_SQL: Final = f"""
@@ -280,24 +281,26 @@ LIMIT ?
 """
 
 FLOW_SQL: Final = f"""
-SELECT start_us, label AS name, "massgen.agent_id" AS agent, "massgen.answer_label" AS answer_label,
-       "massgen.voted_for" AS voted_for, "massgen.voted_for_label" AS voted_for_label,
-       "massgen.vote_reason" AS vote_reason, "massgen.winner" AS winner
+SELECT start_us, label AS name, "{semconv.MASSGEN_AGENT_ID}" AS agent,
+       "{semconv.MASSGEN_ANSWER_LABEL}" AS answer_label,
+       "{semconv.MASSGEN_VOTED_FOR}" AS voted_for, "{semconv.MASSGEN_VOTED_FOR_LABEL}" AS voted_for_label,
+       "{semconv.MASSGEN_VOTE_REASON}" AS vote_reason, "{semconv.MASSGEN_WINNER}" AS winner
 FROM ({_records("true")})
 ORDER BY start_us, sid
 """
 
 ANSWERS_SQL: Final = f"""
-SELECT coalesce("massgen.answer_label", regexp_extract(span_name, '^Agent answer: (.+)$', 1)) AS label,
-       "massgen.agent_id" AS agent, start_us
+SELECT coalesce("{semconv.MASSGEN_ANSWER_LABEL}",
+                regexp_extract(span_name, '^Agent answer: (.+)$', 1)) AS label,
+       "{semconv.MASSGEN_AGENT_ID}" AS agent, start_us
 FROM ({_records("span_name LIKE 'Agent answer:%'")})
 ORDER BY start_us, sid
 """
 
 VOTES_SQL: Final = f"""
-SELECT coalesce("massgen.agent_id", regexp_extract(span_name, '^Agent vote: (.+) -> ', 1)) AS voter,
-       coalesce("massgen.voted_for", regexp_extract(span_name, ' -> (.+)$', 1)) AS voted_for,
-       "massgen.voted_for_label" AS label, "massgen.vote_reason" AS reason, start_us
+SELECT coalesce("{semconv.MASSGEN_AGENT_ID}", regexp_extract(span_name, '^Agent vote: (.+) -> ', 1)) AS voter,
+       coalesce("{semconv.MASSGEN_VOTED_FOR}", regexp_extract(span_name, ' -> (.+)$', 1)) AS voted_for,
+       "{semconv.MASSGEN_VOTED_FOR_LABEL}" AS label, "{semconv.MASSGEN_VOTE_REASON}" AS reason, start_us
 FROM ({_records("span_name LIKE 'Agent vote:%'")})
 ORDER BY start_us, sid
 """
@@ -346,7 +349,7 @@ GROUP BY agent_id ORDER BY agent_id
 LLM_USAGE_SQL: Final = f"""
 WITH llm AS (
     SELECT {_hex_id("span_id")} AS sid, duration, json_extract_string(attributes, {_paths(_LLM_KEYS)}) AS a
-    FROM records WHERE trace_id = ? AND span_name LIKE 'llm.%'
+    FROM records WHERE trace_id = ? AND span_name LIKE '{semconv.SPAN_LLM_PREFIX}%'
 )
 SELECT coalesce(l.a[1], l.a[2], o.owner_agent) AS agent, count(*) AS spans, sum(l.duration) AS time,
        sum(TRY_CAST(coalesce(l.a[3], l.a[4]) AS DOUBLE)) AS input,

@@ -17,6 +17,7 @@ from typing import Any
 
 import duckdb
 
+from .. import semconv
 from ..exceptions import StoreError
 from ..store.reader import StorePaths, connect, roots_complete, segment_files, skipped_rows, store_paths
 from ._kinds import AGENT_SPAN_SQL
@@ -28,27 +29,27 @@ _MIN_PREFIX = 4
 _ALIASES = {"latest": 0, "last": 0, "previous": 1, "prev": 1}
 
 # One light scan: which traces exist, when they started, and whether they are coordination sessions.
-_INDEX_SQL = """
+_INDEX_SQL = f"""
 SELECT trace_id,
        epoch_us(min(start_timestamp)) AS start_us,
-       bool_or(span_name = 'coordination.session' AND parent_span_id IS NULL) AS is_session
+       bool_or(span_name = '{semconv.SPAN_COORDINATION_SESSION}' AND parent_span_id IS NULL) AS is_session
 FROM records
 GROUP BY trace_id
 """
 
 # The common case of `latest`/`previous`: only session roots are grouped, so the scan stays light;
 # on `roots` (every root span, when complete) it reads a few lines instead of the whole store.
-_SESSIONS_SQL = """
+_SESSIONS_SQL = f"""
 SELECT trace_id, epoch_us(min(start_timestamp)) AS start_us
-FROM {table}
-WHERE span_name = 'coordination.session' AND parent_span_id IS NULL
+FROM {{table}}
+WHERE span_name = '{semconv.SPAN_COORDINATION_SESSION}' AND parent_span_id IS NULL
 GROUP BY trace_id
 ORDER BY start_us DESC
 LIMIT ?
 """
 
 _ROOT_KEY = (
-    "[CASE WHEN span_name = 'coordination.session' AND parent_span_id IS NULL THEN 0 "
+    f"[CASE WHEN span_name = '{semconv.SPAN_COORDINATION_SESSION}' AND parent_span_id IS NULL THEN 0 "
     "WHEN parent_span_id IS NULL THEN 1 ELSE 2 END, epoch_us(start_timestamp)]"
 )
 
@@ -57,7 +58,8 @@ def _usage_sum(massgen_key: str, gen_ai_key: str) -> str:
     # Round spans carry their own usage; LLM spans are the fallback when no round span has any.
     return (
         f"coalesce(sum(TRY_CAST(attributes->>'{massgen_key}' AS DOUBLE)) FILTER (WHERE {AGENT_SPAN_SQL}), "
-        f"sum(TRY_CAST(attributes->>'{gen_ai_key}' AS DOUBLE)) FILTER (WHERE span_name LIKE 'llm.%'))"
+        f"sum(TRY_CAST(attributes->>'{gen_ai_key}' AS DOUBLE)) "
+        f"FILTER (WHERE span_name LIKE '{semconv.SPAN_LLM_PREFIX}%'))"
     )
 
 
@@ -70,9 +72,10 @@ SELECT trace_id,
                 (epoch_us(max(end_timestamp)) - epoch_us(min(start_timestamp))) / 1e6) AS duration,
        count(*) AS spans,
        count(*) FILTER (WHERE otel_status_code = 'ERROR' OR is_exception) AS errors,
-       {_usage_sum("massgen.usage.input", "gen_ai.usage.input_tokens")} AS input_tokens,
-       {_usage_sum("massgen.usage.output", "gen_ai.usage.output_tokens")} AS output_tokens,
-       sum(TRY_CAST(attributes->>'massgen.usage.cost' AS DOUBLE)) FILTER (WHERE {AGENT_SPAN_SQL}) AS cost
+       {_usage_sum(semconv.MASSGEN_USAGE_INPUT, semconv.GEN_AI_USAGE_INPUT_TOKENS)} AS input_tokens,
+       {_usage_sum(semconv.MASSGEN_USAGE_OUTPUT, semconv.GEN_AI_USAGE_OUTPUT_TOKENS)} AS output_tokens,
+       sum(TRY_CAST(attributes->>'{semconv.MASSGEN_USAGE_COST}' AS DOUBLE))
+           FILTER (WHERE {AGENT_SPAN_SQL}) AS cost
 FROM records
 GROUP BY trace_id
 ORDER BY start_us DESC
@@ -154,7 +157,7 @@ class SpanRow:
     @property
     def is_error(self) -> bool:
         """Whether the span ended in error (error status, exception, or error level)."""
-        return self.otel_status_code == "ERROR" or self.is_exception or self.level >= 17
+        return self.otel_status_code == "ERROR" or self.is_exception or self.level >= semconv.LEVEL_ERROR
 
 
 def _loads(text: str | None, default: Any) -> Any:

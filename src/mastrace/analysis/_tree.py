@@ -6,6 +6,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import semconv
 from ._kinds import format_duration, format_value
 from ._store import SpanRow
 
@@ -13,20 +14,20 @@ __all__ = ["TreeNode", "build_tree", "key_attributes", "render_tree", "walk"]
 
 # (label, attribute keys tried in order) shown after a span's name.
 _KEY_ATTRIBUTES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("task", ("massgen.task",)),
-    ("type", ("massgen.round_type",)),
-    ("outcome", ("massgen.outcome",)),
-    ("answer", ("massgen.answer_label",)),
-    ("voted_for", ("massgen.voted_for",)),
-    ("label", ("massgen.voted_for_label",)),
-    ("winner", ("massgen.winner",)),
-    ("model", ("gen_ai.request.model",)),
-    ("in", ("massgen.usage.input", "gen_ai.usage.input_tokens")),
-    ("out", ("massgen.usage.output", "gen_ai.usage.output_tokens")),
-    ("cached", ("massgen.usage.cached_input", "gen_ai.usage.cache_read.input_tokens")),
-    ("cost", ("massgen.usage.cost",)),
-    ("ttfc", ("mastrace.stream.time_to_first_chunk_s",)),
-    ("interrupted", ("mastrace.interrupted",)),
+    ("task", (semconv.MASSGEN_TASK,)),
+    ("type", (semconv.MASSGEN_ROUND_TYPE,)),
+    ("outcome", (semconv.MASSGEN_OUTCOME,)),
+    ("answer", (semconv.MASSGEN_ANSWER_LABEL,)),
+    ("voted_for", (semconv.MASSGEN_VOTED_FOR,)),
+    ("label", (semconv.MASSGEN_VOTED_FOR_LABEL,)),
+    ("winner", (semconv.MASSGEN_WINNER,)),
+    ("model", (semconv.GEN_AI_REQUEST_MODEL,)),
+    ("in", (semconv.MASSGEN_USAGE_INPUT, semconv.GEN_AI_USAGE_INPUT_TOKENS)),
+    ("out", (semconv.MASSGEN_USAGE_OUTPUT, semconv.GEN_AI_USAGE_OUTPUT_TOKENS)),
+    ("cached", (semconv.MASSGEN_USAGE_CACHED_INPUT, semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS)),
+    ("cost", (semconv.MASSGEN_USAGE_COST,)),
+    ("ttfc", (semconv.MASTRACE_TIME_TO_FIRST_CHUNK,)),
+    ("interrupted", (semconv.MASTRACE_INTERRUPTED,)),
 )
 
 
@@ -94,7 +95,7 @@ def key_attributes(span: SpanRow) -> list[str]:
             if value is not None and value != "":
                 out.append(_shown(label, value))
                 break
-    if attrs.get("massgen.is_winner") is True:
+    if attrs.get(semconv.MASSGEN_IS_WINNER) is True:
         out.append("winner")
     return out
 
@@ -104,7 +105,7 @@ def _error_text(span: SpanRow) -> str:
         message = f": {span.exception_message}" if span.exception_message else ""
         return format_value(f"{span.exception_type}{message}", 80)
     return format_value(
-        span.otel_status_message or span.attributes.get("massgen.error_message") or "error", 80
+        span.otel_status_message or span.attributes.get(semconv.MASSGEN_ERROR_MESSAGE) or "error", 80
     )
 
 

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from .. import semconv
 from ..analysis import SpanRow
 
 __all__ = ["to_jaeger_json", "to_otlp_json"]
@@ -35,11 +36,11 @@ def _logfire_attributes(span: SpanRow) -> dict[str, Any]:
     """The attributes as sent, with the Logfire keys the store keeps in columns put back."""
     attrs = dict(span.attributes)
     if span.span_type == "log":
-        attrs.setdefault("logfire.span_type", "log")
+        attrs.setdefault(semconv.LOGFIRE_SPAN_TYPE, "log")
         if span.message is not None:
-            attrs.setdefault("logfire.msg", span.message)
+            attrs.setdefault(semconv.LOGFIRE_MSG, span.message)
     if span.level != 9:
-        attrs.setdefault("logfire.level_num", span.level)
+        attrs.setdefault(semconv.LOGFIRE_LEVEL_NUM, span.level)
     return attrs
 
 

@@ -88,7 +88,8 @@ class MastraceCallback(BenchmarkCallback):  # type: ignore[misc]
         """Record a MASEval event as a log-style span under the current span."""
         with handle_internal_errors("maseval on_event"):
             self._tracer.event(
-                f"MASEval event: {event_name}", **{f"maseval.event.{k}": v for k, v in data.items()}
+                f"MASEval event: {event_name}",
+                **{f"{semconv.MASEVAL_EVENT_PREFIX}{k}": v for k, v in data.items()},
             )
 
     def on_run_start(self, benchmark: Benchmark) -> None:
@@ -226,9 +227,9 @@ def _record_error(span: _OpenSpan, status: str, error: Any) -> None:
     span.add_event(
         "exception",
         {
-            "exception.type": error_type,
-            "exception.message": message,
-            "exception.stacktrace": str(error.get("traceback") or ""),
+            semconv.EXCEPTION_TYPE: error_type,
+            semconv.EXCEPTION_MESSAGE: message,
+            semconv.EXCEPTION_STACKTRACE: str(error.get("traceback") or ""),
         },
     )
     span.set_status("error", f"{status}: {error_type}: {message}" if message else f"{status}: {error_type}")

@@ -173,9 +173,9 @@ def _event_fields(events: Sequence[Any], extras: dict[str, Any]) -> bool:
         return False
     extras["is_exception"] = True
     for column, key in (
-        ("exception_type", "exception.type"),
-        ("exception_message", "exception.message"),
-        ("exception_stacktrace", "exception.stacktrace"),
+        ("exception_type", semconv.EXCEPTION_TYPE),
+        ("exception_message", semconv.EXCEPTION_MESSAGE),
+        ("exception_stacktrace", semconv.EXCEPTION_STACKTRACE),
     ):
         if key in exception:
             extras[column] = str(exception[key])
