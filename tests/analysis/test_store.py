@@ -164,3 +164,27 @@ def test_sql_errors_become_store_errors(two_runs: tuple[Path, str, str]) -> None
     """Bad SQL raises StoreError, not a raw DuckDB error."""
     with TraceStore(two_runs[0]) as store, pytest.raises(StoreError, match="query failed"):
         store.rows("SELEC 1")
+
+
+def test_light_spans_filled_later_equal_full_spans(tmp_path: Path) -> None:
+    """`spans(details=False)` then `fill()` gives the same rows as `spans()` for the filled spans."""
+    import mastrace
+    from mastrace.analysis import TraceStore
+
+    store = tmp_path / "store"
+    mastrace.configure(local=store, synchronous=True)
+    tracer = mastrace.get_tracer("t")
+    with tracer.span("coordination.session", attributes={"massgen.task": "x"}) as root:
+        root.add_event("e", {"k": 1})
+        for i in range(5):
+            with tracer.span(f"agent.a.round_{i}", attributes={"massgen.round": i}):
+                pass
+    mastrace.shutdown()
+    with TraceStore(store) as traces:
+        trace_id = traces.resolve("latest")
+        full = traces.spans(trace_id)
+        light = traces.spans(trace_id, details=False)
+        assert all(s.attributes == {} and s.events == [] for s in light)
+        traces.fill(trace_id, light[:3])
+    assert light[:3] == full[:3]
+    assert light[3].attributes == {} and full[3].attributes

@@ -81,16 +81,25 @@ GROUP BY trace_id
 ORDER BY start_us DESC
 """
 
-_SPANS_SQL = """
+_SPAN_DETAILS = """
+       CAST(attributes AS VARCHAR) AS attributes, CAST(otel_events AS VARCHAR) AS otel_events,
+       CAST(otel_links AS VARCHAR) AS otel_links, exception_stacktrace,
+       CAST(otel_resource_attributes AS VARCHAR) AS resource"""
+_SPAN_SKELETON = """
 SELECT trace_id, span_id, parent_span_id, span_name, message, span_type, level,
        epoch_us(start_timestamp) AS start_us, epoch_us(end_timestamp) AS end_us, duration,
-       CAST(attributes AS VARCHAR) AS attributes, CAST(otel_events AS VARCHAR) AS otel_events,
-       CAST(otel_links AS VARCHAR) AS otel_links, is_exception, exception_type, exception_message,
-       exception_stacktrace, otel_status_code, otel_status_message, otel_kind, otel_scope_name,
-       otel_scope_version, service_name, CAST(otel_resource_attributes AS VARCHAR) AS resource
+       is_exception, exception_type, exception_message, otel_status_code, otel_status_message, otel_kind,
+       otel_scope_name, otel_scope_version, service_name{details}
 FROM records
-WHERE trace_id = ?
+WHERE trace_id = ?{only}
 ORDER BY start_timestamp, span_id
+"""
+_SPANS_SQL = _SPAN_SKELETON.format(details="," + _SPAN_DETAILS, only="")
+_LIGHT_SPANS_SQL = _SPAN_SKELETON.format(details="", only="")
+_DETAILS_SQL = f"""
+SELECT span_id, {_SPAN_DETAILS}
+FROM records
+WHERE trace_id = ? AND list_contains(?, span_id)
 """
 
 
@@ -200,20 +209,20 @@ def _span_row(row: dict[str, Any]) -> SpanRow:
         span_type=row["span_type"] or "span",
         level=int(row["level"] or 9),
         message=row["message"],
-        attributes=_loads(row["attributes"], {}),
-        events=_loads(row["otel_events"], []),
-        links=_loads(row["otel_links"], []),
+        attributes=_loads(row.get("attributes"), {}),
+        events=_loads(row.get("otel_events"), []),
+        links=_loads(row.get("otel_links"), []),
         is_exception=bool(row["is_exception"]),
         exception_type=row["exception_type"],
         exception_message=row["exception_message"],
-        exception_stacktrace=row["exception_stacktrace"],
+        exception_stacktrace=row.get("exception_stacktrace"),
         otel_status_code=row["otel_status_code"] or "UNSET",
         otel_status_message=row["otel_status_message"],
         otel_kind=row["otel_kind"] or "internal",
         scope_name=row["otel_scope_name"],
         scope_version=row["otel_scope_version"],
         service_name=row["service_name"],
-        resource=_loads(row["resource"], {}),
+        resource=_loads(row.get("resource"), {}),
     )
 
 
@@ -365,16 +374,35 @@ class TraceStore:
         return [str(r["trace_id"]) for r in self.rows(_SESSIONS_SQL.format(table=table), [limit])]
 
     # -- spans -------------------------------------------------------------------------------------
-    def spans(self, trace_id: str) -> list[SpanRow]:
+    def spans(self, trace_id: str, *, details: bool = True) -> list[SpanRow]:
         """Every span of `trace_id`, ordered by start time.
+
+        Args:
+            trace_id: The trace.
+            details: Also read attributes, events, links, stack traces and resources. Without
+                them a trace of a million spans reads in seconds; `fill()` adds them to the few
+                spans a view shows.
 
         Raises:
             StoreError: The trace has no spans in the store.
         """
-        found = [_span_row(row) for row in self.rows(_SPANS_SQL, [trace_id])]
+        found = [_span_row(row) for row in self.rows(_SPANS_SQL if details else _LIGHT_SPANS_SQL, [trace_id])]
         if not found:
             self.require_trace(trace_id, found=False)
         return found
+
+    def fill(self, trace_id: str, spans: Sequence[SpanRow]) -> None:
+        """Read the attributes, events, links, stack trace and resource of `spans` (in place)."""
+        by_id = {s.span_id: s for s in spans}
+        for row in self.rows(_DETAILS_SQL, [trace_id, list(by_id)]):
+            span = by_id.get(row["span_id"])
+            if span is None:
+                continue
+            span.attributes = _loads(row["attributes"], {})
+            span.events = _loads(row["otel_events"], [])
+            span.links = _loads(row["otel_links"], [])
+            span.exception_stacktrace = row["exception_stacktrace"]
+            span.resource = _loads(row["resource"], {})
 
     def require_trace(self, trace_id: str, *, found: bool) -> None:
         """Raise the right `StoreError` when `trace_id` had no rows (`found` False)."""

@@ -123,14 +123,17 @@ def _line(node: TreeNode, origin_us: int) -> str:
     return "  ".join(parts)
 
 
-def render_tree(spans: Sequence[SpanRow], *, max_spans: int | None = None) -> str:
+def render_tree(
+    spans: Sequence[SpanRow], *, max_spans: int | None = None, roots: list[TreeNode] | None = None
+) -> str:
     """The trace as text: one line per span with duration, start offset and key attributes.
 
     Args:
         spans: The spans of one trace.
         max_spans: Show at most this many lines (depth-first order); a note says how many were left out.
+        roots: `build_tree(spans)`, when the caller has it already.
     """
-    roots = build_tree(spans)
+    roots = build_tree(spans) if roots is None else roots
     if not roots:
         return ""
     origin = min(s.start_us for s in spans)

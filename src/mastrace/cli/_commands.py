@@ -8,11 +8,13 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from itertools import islice
 from typing import TextIO
 
 import duckdb
 
 from ..analysis import RunSummary, TraceStore, format_duration, render_tree, text_table
+from ..analysis._tree import build_tree, walk
 from ..exceptions import MastraceError
 from ._output import format_rows, json_default, progress
 from ._terminal import escape_control
@@ -83,11 +85,15 @@ def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_tree(args: argparse.Namespace, out: TextIO) -> int:
     """Print a trace's span hierarchy."""
+    limit = args.max_spans or None
     with open_store(args) as store, progress("reading trace"):
         trace_id = store.resolve(args.trace)
-        spans = store.spans(trace_id)
+        # The hierarchy of every span, but the attributes of only those that are printed.
+        spans = store.spans(trace_id, details=False)
+        roots = build_tree(spans)
+        store.fill(trace_id, [node.span for node in islice(walk(roots), limit)])
     out.write(f"trace {trace_id}\n")
-    out.write(render_tree(spans, max_spans=args.max_spans or None))
+    out.write(render_tree(spans, max_spans=limit, roots=roots))
     return 0
 
 
