@@ -6,6 +6,8 @@
 - `mastrace.integrations.openai`: `instrument_openai()` traces the `openai` SDK's chat completions
   (sync, async, streamed) as `llm.<provider>.chat` / `llm.<provider>.stream` spans with GenAI
   attributes and usage credited to the enclosing round. Install `mastrace[openai]`.
+- `mastrace.integrations.anthropic`: `instrument_anthropic()`, the same for the `anthropic` SDK's
+  messages. Install `mastrace[anthropic]`.
 - `mastrace.integrations.maseval`: `MastraceCallback`, a MASEval `BenchmarkCallback` that traces
   every task and repetition with its configuration, usage and status. Install `mastrace[maseval]`.
 
@@ -20,9 +22,11 @@ from typing import Any
 __all__ = [
     "MastraceCallback",
     "continue_trace",
+    "instrument_anthropic",
     "instrument_mcp",
     "instrument_openai",
     "traced_tool",
+    "uninstrument_anthropic",
     "uninstrument_mcp",
     "uninstrument_openai",
 ]
@@ -35,6 +39,8 @@ _LAZY = {
     "uninstrument_mcp": "mcp",
     "instrument_openai": "openai",
     "uninstrument_openai": "openai",
+    "instrument_anthropic": "anthropic",
+    "uninstrument_anthropic": "anthropic",
 }
 
 
