@@ -22,6 +22,7 @@ SCRIPTS = {
     "bench_scrub.py": ([], ["--spans", "10000", "--repeat", "2"]),
     "bench_outage.py": ([], ["--spans", "50000", "--outage", "2"]),
     "bench_openai.py": ([], ["--n", "20", "--rounds", "5"]),
+    "bench_serve.py": ([], ["--spans", "20000"]),
     "bench_analyze.py": ([], ["--spans", "100000", "--repeat", "2"]),
 }
 

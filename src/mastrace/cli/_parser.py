@@ -8,6 +8,7 @@ from ..analysis._html import DEFAULT_MAX_SPANS
 from ._commands import cmd_query, cmd_runs, cmd_tree
 from ._push import cmd_push
 from ._report_commands import DEFAULT_REPORT, DEFAULT_VIEW, cmd_analyze, cmd_diff, cmd_export, cmd_view
+from ._serve import cmd_serve
 
 __all__ = ["build_parser"]
 
@@ -145,5 +146,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--header", action="append", metavar="KEY=VALUE", help="an HTTP/gRPC header (repeatable)"
     )
     push.set_defaults(handler=cmd_push)
+
+    serve = sub.add_parser(
+        "serve",
+        parents=[common],
+        help="receive OTLP (HTTP and gRPC) from any OpenTelemetry SDK into the local store",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--http-port", type=int, default=4318, help="OTLP/HTTP port (default 4318; -1: off)")
+    serve.add_argument("--grpc-port", type=int, default=4317, help="OTLP/gRPC port (default 4317; -1: off)")
+    serve.add_argument(
+        "--no-scrubbing",
+        action="store_true",
+        help="store spans as received (default: scrub them like in-process)",
+    )
+    serve.set_defaults(handler=cmd_serve)
 
     return parser

@@ -1,0 +1,43 @@
+"""`mastrace serve`: receive OTLP into the local store until interrupted."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+from typing import TextIO
+
+__all__ = ["cmd_serve"]
+
+
+def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
+    """Listen for OTLP/HTTP and OTLP/gRPC and write what arrives into the store."""
+    from ..serve import start_intake
+    from ..store.reader import store_paths
+
+    (store,) = store_paths(args.store[:1] if args.store else None)
+    server = start_intake(
+        store,
+        host=args.host,
+        http_port=None if args.http_port < 0 else args.http_port,
+        grpc_port=None if args.grpc_port < 0 else args.grpc_port,
+        scrub=not args.no_scrubbing,
+    )
+    where = []
+    if server.http_port is not None:
+        where.append(f"OTLP/HTTP on http://{args.host}:{server.http_port}/v1/traces")
+    if server.grpc_port is not None:
+        where.append(f"OTLP/gRPC on {args.host}:{server.grpc_port}")
+    out.write(f"mastrace serve: {' and '.join(where)}, writing to {store} (Ctrl-C to stop)\n")
+    out.flush()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        while not stop.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    out.write(f"mastrace serve: stored {server.intake.stored} span(s)\n")
+    return 0

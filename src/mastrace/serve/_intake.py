@@ -1,0 +1,199 @@
+"""OTLP intake: decode an `ExportTraceServiceRequest` and write its spans into the local store.
+
+The spans go through the same transform as in-process export (scrubbing, size caps) and the same
+writer, so a span received over OTLP gives the same row as one exported by mastrace itself, with
+its own resource attributes. Used by the HTTP and gRPC servers of `mastrace serve`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
+from opentelemetry.proto.trace.v1.trace_pb2 import Status as PbStatus
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+
+from .._scrub_options import ScrubbingOptions
+from .._scrubbing import Scrubber
+from .._snapshot import Limits
+from .._transform import prepare_span
+from ..store import LocalStoreExporter
+
+__all__ = ["Intake", "IntakeError", "decode_request"]
+
+_KINDS = {
+    PbSpan.SPAN_KIND_INTERNAL: SpanKind.INTERNAL,
+    PbSpan.SPAN_KIND_SERVER: SpanKind.SERVER,
+    PbSpan.SPAN_KIND_CLIENT: SpanKind.CLIENT,
+    PbSpan.SPAN_KIND_PRODUCER: SpanKind.PRODUCER,
+    PbSpan.SPAN_KIND_CONSUMER: SpanKind.CONSUMER,
+}
+_STATUS = {
+    PbStatus.STATUS_CODE_UNSET: StatusCode.UNSET,
+    PbStatus.STATUS_CODE_OK: StatusCode.OK,
+    PbStatus.STATUS_CODE_ERROR: StatusCode.ERROR,
+}
+_SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+
+
+_DEFAULT_SCRUBBING = ScrubbingOptions()
+
+
+class IntakeError(ValueError):
+    """A request body that is not an OTLP trace export request."""
+
+
+def decode_request(body: bytes, content_type: str) -> ExportTraceServiceRequest:
+    """Parse an OTLP/HTTP body: protobuf (`application/x-protobuf`) or JSON (`application/json`).
+
+    Raises:
+        IntakeError: The body is not a valid request of that encoding.
+    """
+    request = ExportTraceServiceRequest()
+    try:
+        if "json" in content_type:
+            from google.protobuf import json_format
+
+            json_format.Parse(body.decode("utf-8"), request)
+        else:
+            request.ParseFromString(body)
+    except Exception as exc:
+        raise IntakeError(
+            f"not an OTLP trace export request ({content_type or 'no content type'}): {exc}"
+        ) from exc
+    return request
+
+
+def _value(value: AnyValue) -> Any:
+    kind = value.WhichOneof("value")
+    if kind == "string_value":
+        return value.string_value
+    if kind == "bool_value":
+        return value.bool_value
+    if kind == "int_value":
+        return value.int_value
+    if kind == "double_value":
+        return value.double_value
+    if kind == "bytes_value":
+        return base64.b64encode(value.bytes_value).decode()
+    if kind == "array_value":
+        items = [_value(v) for v in value.array_value.values]
+        if (
+            items
+            and all(isinstance(i, (str, bool, int, float)) for i in items)
+            and len({type(i) for i in items}) == 1
+        ):
+            return tuple(items)
+        return json.dumps(items, default=str)
+    if kind == "kvlist_value":
+        return json.dumps({kv.key: _value(kv.value) for kv in value.kvlist_value.values}, default=str)
+    return None
+
+
+def _attributes(pairs: Iterable[KeyValue]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for kv in pairs:
+        value = _value(kv.value)
+        if value is not None:
+            out[kv.key] = value
+    return out
+
+
+def _id(raw: bytes, size: int) -> int:
+    if len(raw) != size:
+        raise IntakeError(f"an id of {len(raw)} bytes (expected {size})")
+    return int.from_bytes(raw, "big")
+
+
+def _span(pb: PbSpan, resource: Resource, scope: InstrumentationScope) -> ReadableSpan:
+    trace_id, span_id = _id(pb.trace_id, 16), _id(pb.span_id, 8)
+    if not trace_id or not span_id:
+        raise IntakeError("a span with an all-zero trace or span id")
+    parent = (
+        SpanContext(trace_id, _id(pb.parent_span_id, 8), is_remote=True, trace_flags=_SAMPLED)
+        if pb.parent_span_id
+        else None
+    )
+    status = _STATUS.get(pb.status.code, StatusCode.UNSET)
+    return ReadableSpan(
+        name=pb.name,
+        context=SpanContext(trace_id, span_id, is_remote=False, trace_flags=_SAMPLED),
+        parent=parent,
+        resource=resource,
+        attributes=_attributes(pb.attributes),
+        events=[Event(e.name, _attributes(e.attributes), e.time_unix_nano) for e in pb.events],
+        links=[
+            Link(
+                SpanContext(_id(lk.trace_id, 16), _id(lk.span_id, 8), is_remote=True, trace_flags=_SAMPLED),
+                _attributes(lk.attributes),
+            )
+            for lk in pb.links
+        ],
+        kind=_KINDS.get(pb.kind, SpanKind.INTERNAL),
+        status=Status(status, (pb.status.message or None) if status is StatusCode.ERROR else None),
+        start_time=pb.start_time_unix_nano,
+        end_time=pb.end_time_unix_nano or pb.start_time_unix_nano,
+        instrumentation_scope=scope,
+    )
+
+
+class Intake:
+    """Writes received spans into one local store, scrubbed like in-process export. Thread-safe.
+
+    Args:
+        store: The store folder.
+        scrubbing: Scrubbing options, or None to write spans as received.
+    """
+
+    def __init__(self, store: str | Path, scrubbing: ScrubbingOptions | None = _DEFAULT_SCRUBBING) -> None:
+        self.store = Path(store)
+        self.exporter = LocalStoreExporter(self.store)
+        self.scrubber = Scrubber(scrubbing) if scrubbing is not None else None
+        self.limits = Limits()
+        self._lock = threading.Lock()
+        self.received = 0
+        self.stored = 0
+
+    def ingest(self, request: ExportTraceServiceRequest) -> tuple[int, str]:
+        """Write the request's spans; returns (spans rejected, why) for OTLP's partial success."""
+        spans: list[ReadableSpan] = []
+        rejected, reasons = 0, []
+        for resource_spans in request.resource_spans:
+            resource = Resource(
+                _attributes(resource_spans.resource.attributes), resource_spans.schema_url or None
+            )
+            for scope_spans in resource_spans.scope_spans:
+                s = scope_spans.scope
+                scope = InstrumentationScope(
+                    s.name,
+                    s.version or None,
+                    scope_spans.schema_url or None,
+                    _attributes(s.attributes) or None,
+                )
+                for pb in scope_spans.spans:
+                    try:
+                        spans.append(prepare_span(_span(pb, resource, scope), self.scrubber, self.limits))
+                    except IntakeError as exc:
+                        rejected += 1
+                        reasons.append(str(exc))
+        stored = self.exporter.export_counted(spans) if spans else 0
+        rejected += len(spans) - stored
+        if len(spans) > stored:
+            reasons.append("the local store could not write every span")
+        with self._lock:
+            self.received += len(spans) + rejected - (len(spans) - stored)
+            self.stored += stored
+        return rejected, "; ".join(dict.fromkeys(reasons))
+
+    def close(self) -> None:
+        self.exporter.shutdown()
