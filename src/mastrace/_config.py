@@ -333,9 +333,24 @@ def _provider_for(settings: Settings) -> trace.TracerProvider:
     return provider
 
 
-def _hook(provider: trace.TracerProvider) -> trace.TracerProvider:
-    from .exporters.logfire import LogfireTracerProvider, hook_target, is_logfire_provider
+def _rehook() -> None:
+    """After Logfire was configured again: add the switch processor to its new provider."""
+    with _RT.lock:
+        if STATE.provider is None:
+            return
+        current = trace.get_tracer_provider()
+        from .exporters.logfire import is_logfire_provider
 
+        if is_logfire_provider(current):
+            _hook(current)
+            STATE.generation += 1  # tracers fetch their OpenTelemetry tracer again
+
+
+def _hook(provider: trace.TracerProvider) -> trace.TracerProvider:
+    from .exporters.logfire import LogfireTracerProvider, hook_target, is_logfire_provider, watch_reconfigure
+
+    if is_logfire_provider(provider):
+        watch_reconfigure(_rehook)
     target = hook_target(provider)
     if not any(p is target for p in _RT.hooked_providers) and hasattr(provider, "add_span_processor"):
         provider.add_span_processor(_RT.switch)

@@ -295,3 +295,21 @@ def test_logfire_token_in_the_environment_turns_logfire_on(
     emit()
     assert logfire.force_flush(timeout_millis=10_000)
     assert {r.headers["authorization"] for r, _ in fake_logfire.trace_requests()} == {FAKE_TOKEN}
+
+
+def test_a_second_logfire_configure_does_not_lose_spans(tmp_path: Path) -> None:
+    """MassGen calls `logfire.configure()` itself, after mastrace: spans after it still reach the store."""
+    store = tmp_path / "store"
+    mastrace.configure(logfire=True, local=store, service_name="twice")
+    tracer = mastrace.get_tracer("twice")
+    with tracer.span("before"):
+        pass
+    logfire.configure(send_to_logfire=False, console=False, inspect_arguments=False)
+    with tracer.span("after"):
+        pass
+    with logfire.span("logfire after"):
+        pass
+    result = mastrace.force_flush(timeout=10)
+    names = {r["span_name"] for r in query("SELECT span_name FROM records", store)}
+    assert {"before", "after", "logfire after"} <= names
+    assert result.destinations["local"].exported == len(names)

@@ -12,7 +12,7 @@ them (`log` for `tracer.event()`), which Logfire's own tracer would otherwise fo
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from typing import Any
 from urllib.parse import quote, unquote
@@ -23,10 +23,17 @@ from opentelemetry.trace import Link, SpanKind
 from opentelemetry.util.types import Attributes
 
 from .. import semconv
+from .._errors import warn_once
 from .._scrubbing import Scrubber, ScrubbingOptions
 from ..exceptions import ExportError
 
-__all__ = ["LogfireTracerProvider", "configure_logfire", "hook_target", "is_logfire_provider"]
+__all__ = [
+    "LogfireTracerProvider",
+    "configure_logfire",
+    "hook_target",
+    "is_logfire_provider",
+    "watch_reconfigure",
+]
 
 _INSTALL_HINT = "configure(logfire=...) needs the logfire SDK: pip install 'mastrace[logfire]'"
 _EVERY_KEY = r"^(?=[\s\S])"  # matches at position 0 of any non-empty string
@@ -141,6 +148,36 @@ def _logfire_scrubbing(logfire: Any, options: ScrubbingOptions | None) -> Any:
         return value if cleaned is None else cleaned
 
     return logfire.ScrubbingOptions(extra_patterns=[_EVERY_KEY], callback=callback)
+
+
+_watching: list[bool] = []
+
+
+def watch_reconfigure(after: Callable[[], None]) -> None:
+    """Call `after` each time `logfire.configure()` runs again (once installed, for the process).
+
+    A later `logfire.configure()` (MassGen calls it in its own setup) swaps the SDK provider inside
+    Logfire's proxy: the processor mastrace added to the old one would see no more spans, and
+    everything after would miss mastrace's destinations while `force_flush()` still said complete.
+    """
+    if _watching:
+        return
+    try:
+        import logfire
+    except ImportError:
+        return
+    original = logfire.configure
+
+    def configure(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        try:
+            after()
+        except Exception:  # never let logfire's own configure fail because of mastrace
+            warn_once("logfire.rehook", "mastrace: could not re-attach to Logfire's new provider")
+        return result
+
+    logfire.configure = configure
+    _watching.append(True)
 
 
 def is_logfire_provider(provider: object) -> bool:
