@@ -182,7 +182,7 @@ def test_non_finite_floats_still_give_valid_json(tracer: Tracer, memory: InMemor
     """NaN and infinities, which JSON cannot hold, are stored as strings."""
     with tracer.start_as_current_span("odd", attributes={"nan": float("nan"), "inf": float("inf"), "ok": 1}):
         pass
-    assert row_of(memory, "odd")["attributes"] == {"nan": "nan", "inf": "inf", "ok": 1}
+    assert row_of(memory, "odd")["attributes"] == {"nan": "NaN", "inf": "Infinity", "ok": 1}
 
 
 def test_links_are_stored_with_ids_and_attributes(tracer: Tracer, memory: InMemorySpanExporter) -> None:
@@ -311,3 +311,20 @@ def test_encode_batch_also_gives_the_lines_of_root_spans(
     roots = [json.loads(line)["span_name"] for line in batch.roots.splitlines()]
     assert (names, roots) == (["child", "root-1", "root-2"], ["root-1", "root-2"])
     assert (batch.encoded, batch.failed) == (3, 1)
+
+
+def test_non_finite_numbers_are_spelled_like_everywhere_else() -> None:
+    """The store, config snapshots and attribute JSON agree: "NaN", "Infinity", "-Infinity"."""
+    import math
+
+    from mastrace._snapshot import dumps_json
+    from mastrace._snapshots_on_spans import _serialise
+    from mastrace.store._rows import _dumps
+
+    value = {"a": math.nan, "b": math.inf, "c": [-math.inf]}
+    assert (
+        _dumps(value)
+        == dumps_json(value)
+        == _serialise(value)
+        == '{"a":"NaN","b":"Infinity","c":["-Infinity"]}'
+    )

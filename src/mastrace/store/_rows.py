@@ -23,6 +23,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 
 from .. import semconv
+from .._snapshot import to_json_value
 from .._span_access import span_attributes
 
 __all__ = ["EncodedBatch", "RowEncoder", "span_to_dict"]
@@ -89,8 +90,8 @@ def _sanitize(value: Any) -> Any:
     """A JSON-safe copy of `value`: non-finite floats become strings, unknown types their repr."""
     if value is None or isinstance(value, (str, bool, int)):
         return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else str(value)
+    if isinstance(value, float):  # the spelling the rest of mastrace uses: "NaN", "Infinity", "-Infinity"
+        return value if math.isfinite(value) else to_json_value(value)
     if isinstance(value, Mapping):
         return {str(k): _sanitize(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
