@@ -210,3 +210,16 @@ def test_uninstrument_stops_tracing(mastrace_spans: CapturedSpans, server_url: s
     uninstrument_openai()
     _client(server_url).chat.completions.create(model="gpt-x", messages=[{"role": "user", "content": "x"}])
     assert not [s for s in mastrace_spans.spans if s.name.startswith("llm.")]
+
+
+def test_an_unknown_version_is_one_warning_and_no_tracing(
+    mastrace_spans: CapturedSpans,
+    server_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.setattr(openai, "__version__", "99.0.0")
+    assert instrument_openai() is False
+    _client(server_url).chat.completions.create(model="gpt-x", messages=[{"role": "user", "content": "x"}])
+    assert not [s for s in mastrace_spans.spans if s.name.startswith("llm.")]
+    assert "not a version that instrument_openai() knows" in caplog.text

@@ -16,11 +16,11 @@ from typing import Any
 import wrapt
 
 from .. import semconv
-from .._errors import handle_internal_errors, log_internal_error
+from .._errors import handle_internal_errors, log_internal_error, warn_once
 from .._tracer import NOOP_SPAN, NoOpSpan, Span, get_tracer
 from ..usage import CostCalculator, TokenUsage, credit_usage, current_sinks, field_of, usage_attributes
 
-__all__ = ["Options", "Reader", "async_wrapper", "sync_wrapper"]
+__all__ = ["Options", "Patches", "Reader", "async_wrapper", "sync_wrapper"]
 
 _PRIMITIVE = (str, int, float, bool)
 
@@ -285,3 +285,42 @@ class AsyncStream(wrapt.ObjectProxy[Any]):
         call = getattr(self, "_self_call", None)
         if call is not None and not call.done:
             call.end()
+
+
+class Patches:
+    """The `create` methods one SDK integration wrapped, so that they can be put back."""
+
+    def __init__(self) -> None:
+        self.originals: dict[str, tuple[type, Any]] = {}
+
+    def apply(self, reader: Reader, sync_cls: type, async_cls: type) -> None:
+        """Wrap `sync_cls.create` and `async_cls.create` (the SDK's sync and async resources)."""
+        for cls, wrapper in ((sync_cls, sync_wrapper(reader)), (async_cls, async_wrapper(reader))):
+            original = cls.__dict__["create"]
+            self.originals[cls.__qualname__] = (cls, original)
+            cls.create = wrapt.FunctionWrapper(original, wrapper)  # type: ignore[attr-defined]
+
+    def undo(self) -> None:
+        for cls, original in self.originals.values():
+            cls.create = original  # type: ignore[attr-defined]
+        self.originals.clear()
+
+    def __bool__(self) -> bool:
+        return bool(self.originals)
+
+
+def version_known(module: Any, supported_majors: tuple[int, ...], name: str) -> bool:
+    """Whether `module`'s major version is one the integration was written for (else one warning)."""
+    version = str(getattr(module, "__version__", "0"))
+    try:
+        major = int(version.split(".")[0])
+    except ValueError:
+        major = -1
+    if major in supported_majors:
+        return True
+    warn_once(
+        f"{name}.version",
+        f"mastrace: {name} {version} is not a version that instrument_{name}() knows; "
+        "its calls are not traced",
+    )
+    return False

@@ -16,16 +16,14 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-import wrapt
-
 from .._errors import warn_once
 from ..usage import CostCalculator
-from ._llm_calls import Call, Options, Reader, async_wrapper, sync_wrapper
+from ._llm_calls import Call, Options, Patches, Reader, version_known
 
 __all__ = ["instrument_anthropic", "uninstrument_anthropic"]
 
 _LOCK = threading.Lock()
-_originals: dict[str, Any] = {}
+_patches = Patches()
 _SUPPORTED_MAJOR = (0, 1, 2)
 
 
@@ -86,7 +84,7 @@ def instrument_anthropic(
     """
     with _LOCK:
         _READER.options = Options(capture_content, cost_calculator)
-        if _originals:
+        if _patches:
             return True
         try:
             import anthropic
@@ -94,27 +92,15 @@ def instrument_anthropic(
         except ImportError:
             warn_once("anthropic.missing", "mastrace: instrument_anthropic() needs the anthropic package")
             return False
-        major = int(str(getattr(anthropic, "__version__", "0")).split(".")[0] or 0)
-        if major not in _SUPPORTED_MAJOR or not hasattr(messages, "AsyncMessages"):
-            warn_once(
-                "anthropic.version",
-                f"mastrace: anthropic {getattr(anthropic, '__version__', '?')} is not a version that "
-                "instrument_anthropic() knows; its calls are not traced",
-            )
-            return False
-        for cls, wrapper in (
-            (messages.Messages, sync_wrapper(_READER)),
-            (messages.AsyncMessages, async_wrapper(_READER)),
+        if not version_known(anthropic, _SUPPORTED_MAJOR, "anthropic") or not hasattr(
+            messages, "AsyncMessages"
         ):
-            original = cls.__dict__["create"]
-            _originals[cls.__qualname__] = (cls, original)
-            cls.create = wrapt.FunctionWrapper(original, wrapper)  # type: ignore[method-assign]
+            return False
+        _patches.apply(_READER, messages.Messages, messages.AsyncMessages)
         return True
 
 
 def uninstrument_anthropic() -> None:
     """Undo `instrument_anthropic()`."""
     with _LOCK:
-        for cls, original in _originals.values():
-            cls.create = original
-        _originals.clear()
+        _patches.undo()

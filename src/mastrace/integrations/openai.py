@@ -29,16 +29,14 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-import wrapt
-
 from .._errors import warn_once
 from ..usage import CostCalculator
-from ._llm_calls import Call, Options, Reader, async_wrapper, sync_wrapper
+from ._llm_calls import Call, Options, Patches, Reader, version_known
 
 __all__ = ["instrument_openai", "uninstrument_openai"]
 
 _LOCK = threading.Lock()
-_originals: dict[str, Any] = {}
+_patches = Patches()
 _SUPPORTED_MAJOR = (1, 2, 3)
 
 
@@ -106,7 +104,7 @@ def instrument_openai(
     """
     with _LOCK:
         _READER.options = Options(capture_content, cost_calculator)
-        if _originals:
+        if _patches:
             return True
         try:
             import openai
@@ -116,27 +114,15 @@ def instrument_openai(
                 "openai.missing", "mastrace: instrument_openai() needs the openai package; nothing traced"
             )
             return False
-        major = int(str(getattr(openai, "__version__", "0")).split(".")[0] or 0)
-        if major not in _SUPPORTED_MAJOR or not hasattr(completions, "AsyncCompletions"):
-            warn_once(
-                "openai.version",
-                f"mastrace: openai {getattr(openai, '__version__', '?')} is not a version that "
-                "instrument_openai() knows; its calls are not traced",
-            )
-            return False
-        for cls, wrapper in (
-            (completions.Completions, sync_wrapper(_READER)),
-            (completions.AsyncCompletions, async_wrapper(_READER)),
+        if not version_known(openai, _SUPPORTED_MAJOR, "openai") or not hasattr(
+            completions, "AsyncCompletions"
         ):
-            original = cls.__dict__["create"]
-            _originals[cls.__qualname__] = (cls, original)
-            cls.create = wrapt.FunctionWrapper(original, wrapper)  # type: ignore[method-assign]
+            return False
+        _patches.apply(_READER, completions.Completions, completions.AsyncCompletions)
         return True
 
 
 def uninstrument_openai() -> None:
     """Undo `instrument_openai()`."""
     with _LOCK:
-        for cls, original in _originals.values():
-            cls.create = original
-        _originals.clear()
+        _patches.undo()
