@@ -11,6 +11,7 @@ import html
 import json
 import math
 from collections.abc import Sequence
+from importlib.resources import files
 from typing import Any
 
 from ._kinds import format_duration, span_category
@@ -22,124 +23,14 @@ __all__ = ["DEFAULT_MAX_SPANS", "render_html"]
 DEFAULT_MAX_SPANS = 20_000
 _INDENT_PX = 14
 
-_CSS = """
-:root { --session:#64748b; --agent:#3b82f6; --llm:#8b5cf6; --tool:#f59e0b; --event:#10b981;
-        --error:#ef4444; --other:#94a3b8; --line:#e5e7eb; --muted:#6b7280; }
-* { box-sizing: border-box; }
-body { margin: 0; font: 13px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif; color: #111827; }
-header { padding: 12px 16px; border-bottom: 1px solid var(--line); }
-h1 { font-size: 17px; margin: 0 0 4px; }
-.meta { color: var(--muted); }
-.legend { margin-top: 6px; display: flex; gap: 14px; flex-wrap: wrap; }
-.legend span::before { content: ""; display: inline-block; width: 10px; height: 10px; margin-right: 4px;
-                       border-radius: 2px; background: var(--c); vertical-align: -1px; }
-main { display: grid; grid-template-columns: minmax(0, 1fr) 400px; height: calc(100vh - 84px); }
-#waterfall { overflow: auto; border-right: 1px solid var(--line); }
-.row, .axis-row { display: flex; align-items: center; }
-.row { height: 22px; border-bottom: 1px solid #f3f4f6; cursor: pointer; }
-.row:hover { background: #f9fafb; } .row.selected { background: #eff6ff; }
-.label-col { flex: 0 0 380px; white-space: nowrap; overflow: hidden; text-overflow: ellipsis;
-             padding-right: 8px; }
-.label-col .dur { color: var(--muted); margin-left: 6px; font-variant-numeric: tabular-nums; }
-.label-col .err { color: var(--error); font-weight: 600; margin-right: 3px; }
-.track { position: relative; flex: 1 1 auto; height: 100%; margin-right: 12px; }
-.axis-row { position: sticky; top: 0; background: #fff; z-index: 2; height: 24px;
-            border-bottom: 1px solid var(--line); }
-.tick { position: absolute; top: 0; height: 100%; border-left: 1px solid var(--line); padding-left: 3px;
-        color: var(--muted); font-size: 11px; line-height: 24px; white-space: nowrap; }
-.span-bar { position: absolute; top: 5px; height: 12px; min-width: 2px; border-radius: 2px;
-            background: var(--other); }
-.kind-session { background: var(--session); } .kind-agent { background: var(--agent); }
-.kind-llm { background: var(--llm); } .kind-tool { background: var(--tool); }
-.kind-event { background: var(--event); min-width: 4px; } .kind-error { background: var(--error); }
-.kind-other { background: var(--other); }
-#attr-panel { overflow: auto; padding: 12px 16px; }
-#attr-panel h2 { font-size: 15px; margin: 0 0 8px; word-break: break-all; }
-#attr-panel h3 { font-size: 13px; margin: 14px 0 4px; color: var(--muted); text-transform: uppercase; }
-#attr-panel table { border-collapse: collapse; width: 100%; }
-#attr-panel th { text-align: left; vertical-align: top; padding: 2px 8px 2px 0; color: #374151; width: 40%;
-                 word-break: break-all; font-weight: 500; }
-#attr-panel td { padding: 2px 0; word-break: break-word; }
-#attr-panel pre { margin: 0; white-space: pre-wrap; font-size: 12px; }
-.hint, .note { color: var(--muted); }
-.note { padding: 6px 16px; }
-"""
 
-_JS = """
-(function () {
-  "use strict";
-  var data = JSON.parse(document.getElementById("span-data").textContent);
-  var panel = document.getElementById("attr-panel");
-  function el(tag, cls, text) {
-    var e = document.createElement(tag);
-    if (cls) e.className = cls;
-    if (text !== undefined) e.textContent = text;
-    return e;
-  }
-  function valueNode(v, key) {
-    if (key === "stacktrace" && typeof v === "string") return el("pre", "stacktrace", v);
-    if (v !== null && typeof v === "object") {
-      var pre = el("pre", "json");
-      pre.textContent = JSON.stringify(v, null, 2);
-      return pre;
-    }
-    return document.createTextNode(String(v));
-  }
-  function table(obj, cls, sort) {
-    var t = el("table", cls), keys = Object.keys(obj);
-    if (sort) keys.sort();
-    if (!keys.length) t.appendChild(el("tr")).appendChild(el("td", "hint", "(none)"));
-    keys.forEach(function (k) {
-      var tr = el("tr"), td = el("td");
-      tr.appendChild(el("th", null, k));
-      td.appendChild(valueNode(obj[k], k));
-      tr.appendChild(td);
-      t.appendChild(tr);
-    });
-    return t;
-  }
-  function section(title, node) { panel.appendChild(el("h3", null, title)); panel.appendChild(node); }
-  function select(id) {
-    var s = data.spans[id];
-    if (!s) return;
-    document.querySelectorAll(".row.selected").forEach(function (r) { r.classList.remove("selected"); });
-    var row = document.querySelector('.row[data-span-id="' + id + '"]');
-    if (row) row.classList.add("selected");
-    panel.replaceChildren();
-    panel.setAttribute("data-span-id", id);
-    panel.appendChild(el("h2", null, s.name));
-    section("Span", table({"span id": id, "parent span id": s.parent || "(root)", "category": s.category,
-      "start": "+" + s.offset, "duration": s.duration, "status": s.status, "span kind": s.otel_kind,
-      "service": s.service || "-"}, "span-fields", false));
-    if (s.exception) section("Exception", table(s.exception, "exception", false));
-    section("Attributes", table(s.attributes, "attributes", true));
-    if (s.events.length) section("Events", valueNode(s.events));
-    if (s.links.length) section("Links", valueNode(s.links));
-  }
-  document.getElementById("rows").addEventListener("click", function (ev) {
-    var target = ev.target.closest("[data-span-id]");
-    if (target) select(target.getAttribute("data-span-id"));
-  });
-  document.getElementById("rows").addEventListener("keydown", function (ev) {
-    var target = ev.target.closest(".row");
-    if (target && (ev.key === "Enter" || ev.key === " ")) {
-      ev.preventDefault();
-      select(target.getAttribute("data-span-id"));
-    }
-  });
-  function fromHash() {
-    var m = /select=([0-9a-fA-F]+)/.exec(location.hash);
-    if (!m) return;
-    var bar = document.querySelector('.span-bar[data-span-id="' + m[1].toLowerCase() + '"]');
-    if (!bar) return;
-    // A real click event, so the same listener as a mouse click fills the panel.
-    bar.dispatchEvent(new MouseEvent("click", {bubbles: true}));
-    bar.closest(".row").scrollIntoView({block: "center"});
-  }
-  window.addEventListener("hashchange", fromHash);
-  fromHash();
-})();
-"""
+def _asset(name: str) -> str:
+    """A file of the view shipped in the package (`assets/`), read once."""
+    return (files(__package__) / "assets" / name).read_text(encoding="utf-8")
+
+
+_CSS = _asset("view.css")
+_JS = _asset("view.js")
 
 
 def _nice_step(total: float, target: int = 8) -> float:
