@@ -73,12 +73,10 @@ _MAX_CACHED_KEYS = 8_192
 _MAX_CACHED_TEXTS = 16_384
 _CACHED_TEXT_MAX = 256
 _MAX_CACHED_JSON_CHARS = 4_000_000
-# Characters that end a word for the word gates: a token such as `sk-…` written as `key=sk-…`,
-# `"sk-…"` or `(sk-…)` still starts a word. `.`, `-`, `_`, `+` and `~` occur inside tokens.
-_WORD_BREAKS = str.maketrans({c: " " for c in "\x00\"'=(),;:<>[]{}?&|/\\`*!"})
 # Word characters become "a", breaks a space: a word of MIN_TOKEN_LEN or more is then a substring test.
 _RUNS = str.maketrans({chr(c): ("a" if chr(c).isalnum() or chr(c) in "_.-+~" else " ") for c in range(128)})
 _LONG_RUN = "a" * MIN_TOKEN_LEN
+_RUN_END = re.compile("[^a]")
 _NAME_BACKWARDS = re.compile(r"[ \t]{0,3}[\"']?(?P<name>[A-Za-z0-9_.-]{1,80})")
 _VALUE_START = re.compile(r"[ \t]{0,3}")
 _QUOTED_VALUE = re.compile(r"([\"'])([^\"'\\\n]{4,1000})\1")
@@ -201,13 +199,19 @@ class _Gate:
                 for key, rules in keys:
                     if key in low:
                         chosen.extend(rules)
-        if len(s) >= MIN_TOKEN_LEN and _LONG_RUN in low.translate(_RUNS):
-            for word in low.translate(_WORD_BREAKS).split():
-                if len(word) < MIN_TOKEN_LEN:
-                    continue
+        if len(s) >= MIN_TOKEN_LEN:
+            runs = low.translate(_RUNS)
+            # Each long run of token characters, found by C-level searches: `find` returns the
+            # leftmost occurrence, so it is where a run starts; the next other character ends it.
+            i = runs.find(_LONG_RUN)
+            while i != -1:
+                stop = _RUN_END.search(runs, i)
+                end = len(runs) if stop is None else stop.start()
+                word = low[i:end]
                 if word.startswith(self.prefixes):
                     chosen.extend(r for key, rules in self.words if word.startswith(key) for r in rules)
                 chosen.extend(rule for keys, rule in self.shapes if any(k in word for k in keys))
+                i = runs.find(_LONG_RUN, end)
         assignments = "=" in s or ":" in s
         if len(chosen) > 1:
             chosen = sorted(set(chosen), key=lambda rule: self.order[id(rule)])

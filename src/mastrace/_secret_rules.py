@@ -7,8 +7,8 @@ try every sample in every place a value can leave the process.
 
 Gates (all compared with lower-cased text):
 
-- ``"word"``: the rule runs when a word of the text (split on whitespace and ``"'=(),;:<>[]{}?&|/\\`*!``)
-  that is at least `MIN_TOKEN_LEN` long starts with one of the gate strings. Prefixed tokens
+- ``"word"``: the rule runs when a run of token characters (letters, digits and ``_ . - + ~``) at
+  least `MIN_TOKEN_LEN` long starts with one of the gate strings. Prefixed tokens
   (``ghp_…``, ``sk-…``) are found this way without searching the whole text.
 - ``"shape"``: the rule has no literal prefix; it is tried on each such long word.
 - ``"text"``: the rule runs when one of the gate strings occurs anywhere in the text.
@@ -46,7 +46,7 @@ __all__ = [
 ]
 
 MIN_TOKEN_LEN = 20
-"""Words shorter than this are not looked at by the ``word`` and ``shape`` gates."""
+"""Runs of token characters shorter than this are not looked at by the ``word`` and ``shape`` gates."""
 
 ASSIGNMENT_WORDS = ("pass", "pwd", "secret", "token", "key", "auth", "cred", "cookie", "jwt", "sas")
 """Lower-case fragments one of which every secret-named key contains: the gate for assignments
