@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import enum
-import ipaddress
 import json
 import math
 import re
@@ -22,7 +21,6 @@ import types
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from contextlib import suppress
-from decimal import Decimal
 from pathlib import PurePath
 from typing import Any, TypeAlias, Union
 
@@ -254,15 +252,8 @@ _ENCODERS: dict[type, Encoder] = {
     datetime.date: _isoformat,
     datetime.time: _isoformat,
     datetime.timedelta: lambda o, s, d: o.total_seconds(),
-    Decimal: _str,
     uuid.UUID: _str,
     PurePath: _str,
-    ipaddress.IPv4Address: _str,
-    ipaddress.IPv6Address: _str,
-    ipaddress.IPv4Network: _str,
-    ipaddress.IPv6Network: _str,
-    ipaddress.IPv4Interface: _str,
-    ipaddress.IPv6Interface: _str,
     re.Pattern: lambda o, s, d: _encode(o.pattern, s, d),
     range: lambda o, s, d: repr(o),
     BaseException: _encode_exception,
@@ -278,7 +269,26 @@ _optional_loaded: set[str] = set()
 
 
 def _load_optional_encoders() -> None:
-    """Register encoders for optional libraries, once each, after the user has imported them."""
+    """Register encoders for modules, once each, after the user has imported them.
+
+    A `Decimal` or an IP address can only be encoded once its module is loaded, so `decimal` and
+    `ipaddress` (several ms to import) are not loaded by mastrace itself.
+    """
+    if "decimal" not in _optional_loaded and "decimal" in sys.modules:
+        _optional_loaded.add("decimal")
+        _ENCODERS[sys.modules["decimal"].Decimal] = _str
+    if "ipaddress" not in _optional_loaded and "ipaddress" in sys.modules:
+        _optional_loaded.add("ipaddress")
+        ip = sys.modules["ipaddress"]
+        for name in (
+            "IPv4Address",
+            "IPv6Address",
+            "IPv4Network",
+            "IPv6Network",
+            "IPv4Interface",
+            "IPv6Interface",
+        ):
+            _ENCODERS[getattr(ip, name)] = _str
     if "pydantic" not in _optional_loaded and "pydantic" in sys.modules:
         _optional_loaded.add("pydantic")
         with suppress(ModuleNotFoundError, ImportError):
