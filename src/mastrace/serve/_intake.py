@@ -74,16 +74,13 @@ def decode_request(body: bytes, content_type: str) -> ExportTraceServiceRequest:
     return request
 
 
+_SCALARS = frozenset({"string_value", "bool_value", "int_value", "double_value"})
+
+
 def _value(value: AnyValue) -> Any:
     kind = value.WhichOneof("value")
-    if kind == "string_value":
-        return value.string_value
-    if kind == "bool_value":
-        return value.bool_value
-    if kind == "int_value":
-        return value.int_value
-    if kind == "double_value":
-        return value.double_value
+    if kind in _SCALARS:
+        return getattr(value, kind)
     if kind == "bytes_value":
         return base64.b64encode(value.bytes_value).decode()
     if kind == "array_value":
@@ -102,8 +99,11 @@ def _value(value: AnyValue) -> Any:
 
 def _attributes(pairs: Iterable[KeyValue]) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    scalars = _SCALARS
     for kv in pairs:
-        value = _value(kv.value)
+        v = kv.value
+        kind = v.WhichOneof("value")
+        value = getattr(v, kind) if kind in scalars else _value(v)
         if value is not None:
             out[kv.key] = value
     return out
