@@ -293,3 +293,25 @@ def test_bad_destinations_and_records(tmp_path: Path, mastrace_cli: Runner, rece
     proc = mastrace_cli("push", "--to", receiver.url, store=store)
     assert proc.returncode == 2 and "cannot read the push record" in proc.stderr
     assert len(receiver.spans) == 2
+
+
+def test_push_since_and_from_several_stores(tmp_path: Path, receiver: Receiver, mastrace_cli: Runner) -> None:
+    """`--since` sends only recent spans; several `--store`s are pushed together, each remembered apart."""
+    import time as _time
+
+    old, new = tmp_path / "old", tmp_path / "new"
+    mastrace.configure(local=old, service_name="old")
+    _emit(3, "old")
+    mastrace.shutdown()
+    _time.sleep(1.2)
+    mastrace.configure(local=new, service_name="new")
+    _emit(4, "new")
+    mastrace.shutdown()
+    proc = mastrace_cli("push", "--since", "1s", "--to", receiver.url, "--store", str(old), store=new)
+    assert proc.returncode == 0, proc.stderr
+    assert "sent 4 span(s)" in proc.stdout
+    proc = mastrace_cli("push", "--to", receiver.url, "--store", str(old), store=new)
+    assert "sent 3 span(s)" in proc.stdout and "4 already sent before" in proc.stdout
+    assert len(receiver.spans) == 7 and max(receiver.ids().values()) == 1
+    bad = mastrace_cli("push", "--since", "yesterday-ish", "--to", receiver.url, store=new)
+    assert bad.returncode == 2 and "--since takes" in bad.stderr
