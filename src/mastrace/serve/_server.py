@@ -71,7 +71,71 @@ def _http_app(intake: Intake, max_body: int) -> Any:
     async def health(request: Request) -> Response:
         return PlainTextResponse("ok")
 
-    return Starlette(routes=[Route("/v1/traces", traces, methods=["POST"]), Route("/health", health)])
+    return Starlette(
+        routes=[
+            Route("/v1/traces", traces, methods=["POST"]),
+            Route("/health", health),
+            *_ui_routes(intake.store),
+        ]
+    )
+
+
+def _ui_routes(store: Path) -> list[Any]:
+    """The web UI: the runs list (live), a run's waterfall, its analysis report."""
+    from importlib.resources import files
+
+    from starlette.requests import Request
+    from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+    from starlette.routing import Route
+
+    from ..analysis import TraceStore, build_report, render_html, render_markdown
+    from ..exceptions import StoreError
+
+    index = (files(__package__) / "assets" / "index.html").read_text(encoding="utf-8")
+
+    def read_runs() -> list[dict[str, Any]]:
+        if not (store / "segments").is_dir():
+            return []
+        with TraceStore(store) as traces:
+            try:
+                return [vars(run) for run in traces.runs(limit=500)]
+            except StoreError:  # no spans yet
+                return []
+
+    def read_view(trace_id: str) -> str:
+        with TraceStore(store) as traces:
+            return render_html(traces.spans(traces.resolve(trace_id)))
+
+    def read_report(trace_id: str) -> str:
+        with TraceStore(store) as traces:
+            return render_markdown(build_report(traces, traces.resolve(trace_id)))
+
+    async def page(request: Request) -> Response:
+        return HTMLResponse(index)
+
+    async def api_runs(request: Request) -> Response:
+        return JSONResponse(await asyncio.to_thread(read_runs))
+
+    async def run(request: Request) -> Response:
+        try:
+            text = await asyncio.to_thread(read_view, request.path_params["trace_id"])
+        except StoreError as exc:
+            return PlainTextResponse(str(exc), 404)
+        return HTMLResponse(text)
+
+    async def report(request: Request) -> Response:
+        try:
+            text = await asyncio.to_thread(read_report, request.path_params["trace_id"])
+        except StoreError as exc:
+            return PlainTextResponse(str(exc), 404)
+        return PlainTextResponse(text, media_type="text/markdown; charset=utf-8")
+
+    return [
+        Route("/", page),
+        Route("/api/runs", api_runs),
+        Route("/runs/{trace_id}", run),
+        Route("/runs/{trace_id}/report", report),
+    ]
 
 
 class _TooLarge(ValueError):

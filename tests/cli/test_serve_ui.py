@@ -1,0 +1,96 @@
+"""`mastrace serve`'s web UI: the live runs list, a run's waterfall and report, in headless Chromium."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+import mastrace
+from mastrace.serve import IntakeServer, start_intake
+
+from .test_view import run_chromium
+
+XSS = "<img src=x onerror=\"document.title='PWNED'\">"
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[IntakeServer]:
+    running = start_intake(tmp_path / "store", http_port=0, grpc_port=None)
+    yield running
+    running.stop()
+
+
+def _get(server: IntakeServer, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.http_port}{path}") as reply:
+            return reply.status, reply.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def _write_run(store: Path, name: str, root: str = "coordination.session") -> str:
+    mastrace.configure(local=store, service_name="ui")
+    tracer = mastrace.get_tracer("ui")
+    with (
+        tracer.span(root, attributes={"massgen.task": name}) as session,
+        tracer.span(f"agent.a.round_0 {name}"),
+    ):
+        pass
+    mastrace.shutdown()
+    assert session.span_context is not None
+    return f"{session.span_context.trace_id:032x}"
+
+
+class Elements(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str]]] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, {k: v or "" for k, v in attrs}))
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def test_the_runs_api_sees_runs_written_after_it_started(server: IntakeServer) -> None:
+    status, body = _get(server, "/api/runs")
+    assert status == 200 and json.loads(body) == []
+    first = _write_run(server.intake.store, "first")
+    assert [r["trace_id"] for r in json.loads(_get(server, "/api/runs")[1])] == [first]
+    second = _write_run(server.intake.store, "second")
+    assert [r["trace_id"] for r in json.loads(_get(server, "/api/runs")[1])] == [second, first]
+
+
+def test_a_run_has_a_waterfall_and_a_report(server: IntakeServer) -> None:
+    trace_id = _write_run(server.intake.store, "deep link")
+    status, page = _get(server, f"/runs/{trace_id}")
+    assert status == 200 and "agent.a.round_0 deep link" in page
+    status, report = _get(server, f"/runs/{trace_id}/report")
+    assert status == 200 and trace_id in report
+    assert _get(server, "/runs/" + "0" * 32)[0] == 404
+
+
+def test_the_runs_page_in_chromium_lists_runs_and_runs_no_script_from_spans(
+    server: IntakeServer, tmp_path: Path
+) -> None:
+    trace_id = _write_run(server.intake.store, XSS, root=f"session {XSS}")
+    result = run_chromium(
+        tmp_path, "--virtual-time-budget=4000", "--dump-dom", f"http://127.0.0.1:{server.http_port}/"
+    )
+    assert result.returncode == 0, result.stderr
+    dom = Elements()
+    dom.feed(result.stdout)
+    rows = [a for tag, a in dom.tags if tag == "tr" and "run" in a.get("class", "").split()]
+    assert [r.get("data-trace-id") for r in rows] == [trace_id]  # fetched and drawn by the page's script
+    assert not [a for tag, a in dom.tags if tag == "img"]  # the span's markup stayed text...
+    assert f"session {XSS}" in "".join(dom.text)  # ...and is shown as such
+    assert "PWNED" not in result.stdout.split("<title>")[1].split("</title>")[0]
+    assert "1 run(s), live" in "".join(dom.text)
