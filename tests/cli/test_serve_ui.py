@@ -94,3 +94,27 @@ def test_the_runs_page_in_chromium_lists_runs_and_runs_no_script_from_spans(
     assert f"session {XSS}" in "".join(dom.text)  # ...and is shown as such
     assert "PWNED" not in result.stdout.split("<title>")[1].split("</title>")[0]
     assert "1 run(s), live" in "".join(dom.text)
+
+
+def test_runs_can_be_searched_by_span_content_and_errors(server: IntakeServer) -> None:
+    calm = _write_run(server.intake.store, "calm")
+    mastrace.configure(local=server.intake.store, service_name="ui")
+    tracer = mastrace.get_tracer("ui")
+    with (
+        pytest.raises(RuntimeError),
+        tracer.span("coordination.session") as failing,
+        tracer.span("agent.agent_z.round_2", attributes={"massgen.agent_id": "agent_z"}),
+    ):
+        raise RuntimeError("boom")
+    mastrace.shutdown()
+    assert failing.span_context is not None
+    failed = f"{failing.span_context.trace_id:032x}"
+
+    def ids(query: str) -> list[str]:
+        return [r["trace_id"] for r in json.loads(_get(server, "/api/runs" + query)[1])]
+
+    assert set(ids("")) == {calm, failed}
+    assert ids("?q=agent_z") == [failed]  # an attribute value
+    assert ids("?q=round_0%20calm") == [calm]  # a span name
+    assert ids("?errors=1") == [failed]
+    assert ids("?q=calm&errors=1") == []

@@ -17,6 +17,12 @@ from ._intake import Intake, IntakeError, decode_request
 
 __all__ = ["MAX_BODY_BYTES", "IntakeServer", "start_intake"]
 
+_SEARCH_SQL = """
+SELECT DISTINCT trace_id FROM records
+WHERE (CAST(? AS VARCHAR) IS NULL
+       OR span_name ILIKE ? OR message ILIKE ? OR CAST(attributes AS VARCHAR) ILIKE ?)
+  AND (NOT ? OR otel_status_code = 'ERROR' OR is_exception)
+"""
 MAX_BODY_BYTES = 32 * 1024 * 1024
 """A request body larger than this (after decompression too) is refused with 413."""
 
@@ -93,14 +99,21 @@ def _ui_routes(store: Path) -> list[Any]:
 
     index = (files(__package__) / "assets" / "index.html").read_text(encoding="utf-8")
 
-    def read_runs() -> list[dict[str, Any]]:
+    def read_runs(text: str, errors: bool) -> list[dict[str, Any]]:
         if not (store / "segments").is_dir():
             return []
         with TraceStore(store) as traces:
             try:
-                return [vars(run) for run in traces.runs(limit=500)]
+                runs = [vars(run) for run in traces.runs(limit=500)]
             except StoreError:  # no spans yet
                 return []
+            if text or errors:
+                like = f"%{text}%"
+                matching = {
+                    r["trace_id"] for r in traces.rows(_SEARCH_SQL, [text or None, like, like, like, errors])
+                }
+                runs = [run for run in runs if run["trace_id"] in matching]
+            return runs
 
     def read_view(trace_id: str) -> str:
         with TraceStore(store) as traces:
@@ -114,7 +127,11 @@ def _ui_routes(store: Path) -> list[Any]:
         return HTMLResponse(index)
 
     async def api_runs(request: Request) -> Response:
-        return JSONResponse(await asyncio.to_thread(read_runs))
+        """Runs, newest first; `q` keeps those with a span whose name, message or attributes contain
+        it (an agent id, a round, a value), `errors=1` those with a failed span."""
+        text = request.query_params.get("q", "").strip()
+        errors = request.query_params.get("errors") in ("1", "true")
+        return JSONResponse(await asyncio.to_thread(read_runs, text, errors))
 
     async def run(request: Request) -> Response:
         try:
