@@ -204,8 +204,9 @@ class Span:
         self._json_keys: dict[str, str] | None = None  # key -> JSON text, for logfire.json_schema
 
     # -- lifecycle --------------------------------------------------------------------------------
-    def start(self, *, attach: bool = True) -> Span:
-        """Start the span now; with `attach`, make it the current span (what `__enter__` does)."""
+    def start(self, *, attach: bool = True, start_time: int | None = None) -> Span:
+        """Start the span now (or at `start_time`, in ns since the epoch); with `attach`, make it
+        the current span (what `__enter__` does)."""
         if self._span is not None:
             return self
         attrs: dict[str, AttributeValue] | None = None
@@ -223,7 +224,9 @@ class Span:
                 parent = _repair(var, parent)
         else:  # pragma: no cover - a custom runtime context
             parent = otel_context.get_current()
-        span = self._otel.start_span(self._name, parent, self._kind or SpanKind.INTERNAL, attrs, links)
+        span = self._otel.start_span(
+            self._name, parent, self._kind or SpanKind.INTERNAL, attrs, links, start_time
+        )
         self._span = span
         if attach:
             ctx = Context({**parent, _SPAN_KEY: span})
@@ -455,7 +458,7 @@ class NoOpSpan:
     async def __aexit__(self, *args: object) -> None:
         return None
 
-    def start(self, *, attach: bool = True) -> NoOpSpan:
+    def start(self, *, attach: bool = True, start_time: int | None = None) -> NoOpSpan:
         return self
 
     def end(self, exc: BaseException | None = None, *, end_time: int | None = None) -> None:

@@ -8,6 +8,7 @@ from ..analysis._html import DEFAULT_MAX_SPANS
 from ._commands import cmd_query, cmd_runs, cmd_tree
 from ._push import cmd_push
 from ._report_commands import DEFAULT_REPORT, DEFAULT_VIEW, cmd_analyze, cmd_diff, cmd_export, cmd_view
+from ._run import cmd_run
 from ._serve import cmd_serve
 
 __all__ = ["build_parser"]
@@ -27,7 +28,8 @@ examples:
   mastrace view latest -o trace.html
   mastrace diff previous latest
   mastrace export latest --format jaeger-json -o trace.json
-  mastrace push --to http://localhost:4318"""
+  mastrace push --to http://localhost:4318
+  mastrace run -- massgen --config cfg.yaml 'question'"""
 
 
 def _common() -> argparse.ArgumentParser:
@@ -161,5 +163,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="store spans as received (default: scrub them like in-process)",
     )
     serve.set_defaults(handler=cmd_serve)
+
+    run = sub.add_parser(
+        "run",
+        parents=[common],
+        help="run a Python program (console script, .py file or python -m MODULE) traced into the store",
+        description="Run PROGRAM in this process with mastrace configured and its integrations on "
+        "(massgen for the massgen command; openai and anthropic when installed). "
+        "Put -- before the program: mastrace run -- massgen --config cfg.yaml 'question'",
+    )
+    run.add_argument(
+        "--instrument",
+        metavar="NAMES",
+        default=None,
+        help="integrations to turn on, comma-separated (massgen, openai, anthropic; 'none'); default: auto",
+    )
+    run.add_argument("command", nargs=argparse.REMAINDER, metavar="-- PROGRAM [ARGS...]")
+    run.set_defaults(handler=cmd_run)
 
     return parser

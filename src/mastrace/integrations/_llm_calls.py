@@ -8,6 +8,7 @@ its usage is credited once to the rounds, sessions and registry scopes around th
 
 from __future__ import annotations
 
+import contextvars
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -20,9 +21,28 @@ from .._errors import handle_internal_errors, log_internal_error, warn_once
 from .._tracer import NOOP_SPAN, NoOpSpan, Span, get_tracer
 from ..usage import CostCalculator, TokenUsage, credit_usage, current_sinks, field_of, usage_attributes
 
-__all__ = ["Options", "Patches", "Reader", "async_wrapper", "sync_wrapper"]
+__all__ = ["Options", "Patches", "PendingLLMSpan", "Reader", "async_wrapper", "pending_llm_span", "sync_wrapper"]
 
 _PRIMITIVE = (str, int, float, bool)
+
+
+@dataclass
+class PendingLLMSpan:
+    """A framework's own LLM span, held back so that the SDK call inside it takes its place.
+
+    A framework that opens `llm.<provider>.stream` around `create()` only (MassGen does) would
+    end its span before the stream is read; the call span covers the whole stream instead, under
+    the framework's name and with its attributes.
+    """
+
+    name: str
+    attributes: dict[str, Any]
+    claimed: int = 0
+
+
+pending_llm_span: contextvars.ContextVar[PendingLLMSpan | None] = contextvars.ContextVar(
+    "mastrace_pending_llm_span", default=None
+)
 
 
 @dataclass
@@ -84,10 +104,16 @@ class Call:
                 "messages": kwargs.get("messages"),
                 "system": kwargs.get("system"),
             }
-        name = semconv.SPAN_LLM_STREAM if self.stream else semconv.SPAN_LLM_CHAT
-        self.span: Span | NoOpSpan = get_tracer("mastrace.llm").start_span(
-            name.format(provider=self.provider), attrs
-        )
+        pending = pending_llm_span.get()
+        if pending is not None:
+            pending.claimed += 1
+            name = pending.name
+            attrs = {**pending.attributes, **attrs}
+        else:
+            name = (semconv.SPAN_LLM_STREAM if self.stream else semconv.SPAN_LLM_CHAT).format(
+                provider=self.provider
+            )
+        self.span: Span | NoOpSpan = get_tracer("mastrace.llm").start_span(name, attrs)
 
     def add_usage(self, usage: Any) -> None:
         """Take a usage object or dict from the response; counts reported in parts are merged."""
@@ -103,6 +129,8 @@ class Call:
             self.reader.response(self, response)
 
     def on_chunk(self, chunk: Any) -> None:
+        if self.done:
+            return
         self.chunks += 1
         try:
             if self.chunks == 1:
@@ -215,7 +243,12 @@ class SyncStream(wrapt.ObjectProxy[Any]):
         except BaseException as exc:
             self._self_call.end(exc)
             raise
-        self._self_call.on_chunk(chunk)
+        call = self._self_call
+        call.on_chunk(chunk)
+        if call.usage is not None and call.finish_reasons:
+            # The usage chunk is the last that counts; a reader that stops here (without reading
+            # to the end of the stream) still gets a span that ends when the answer did.
+            call.end()
         return chunk
 
     def close(self) -> None:
@@ -259,7 +292,12 @@ class AsyncStream(wrapt.ObjectProxy[Any]):
         except BaseException as exc:
             self._self_call.end(exc)
             raise
-        self._self_call.on_chunk(chunk)
+        call = self._self_call
+        call.on_chunk(chunk)
+        if call.usage is not None and call.finish_reasons:
+            # The usage chunk is the last that counts; a reader that stops here (without reading
+            # to the end of the stream) still gets a span that ends when the answer did.
+            call.end()
         return chunk
 
     async def close(self) -> None:
