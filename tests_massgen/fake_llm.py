@@ -87,11 +87,15 @@ def make_server(ledger: Ledger, text_chunks: int = 5) -> ThreadingHTTPServer:
                 self.wfile.flush()
 
             try:
-                words = ["Thinking", " about", " it", " carefully", "."] if kind != "text" else [
-                    "The", " final", " answer", " is", " 42."
-                ]
+                words = (
+                    ["Thinking", " about", " it", " carefully", "."]
+                    if kind != "text"
+                    else ["The", " final", " answer", " is", " 42."]
+                )
                 for word in (words * ((text_chunks + len(words) - 1) // len(words)))[:text_chunks]:
-                    send([{"index": 0, "delta": {"role": "assistant", "content": word}, "finish_reason": None}])
+                    send(
+                        [{"index": 0, "delta": {"role": "assistant", "content": word}, "finish_reason": None}]
+                    )
                 if kind != "text":
                     call = {
                         "index": 0,

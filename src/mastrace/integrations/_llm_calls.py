@@ -21,7 +21,15 @@ from .._errors import handle_internal_errors, log_internal_error, warn_once
 from .._tracer import NOOP_SPAN, NoOpSpan, Span, get_tracer
 from ..usage import CostCalculator, TokenUsage, credit_usage, current_sinks, field_of, usage_attributes
 
-__all__ = ["Options", "Patches", "PendingLLMSpan", "Reader", "async_wrapper", "pending_llm_span", "sync_wrapper"]
+__all__ = [
+    "Options",
+    "Patches",
+    "PendingLLMSpan",
+    "Reader",
+    "async_wrapper",
+    "pending_llm_span",
+    "sync_wrapper",
+]
 
 _PRIMITIVE = (str, int, float, bool)
 
@@ -86,6 +94,7 @@ class Call:
         self.finish_reasons: list[str] = []
         self.text: list[str] = []
         self.chunks = 0
+        self.last_chunk = False  # set by a reader on the chunk after which nothing counts
         self.started = time.perf_counter()
         self.done = False
         # Usage goes to the rounds and sessions around the call, wherever the stream is read.
@@ -245,9 +254,9 @@ class SyncStream(wrapt.ObjectProxy[Any]):
             raise
         call = self._self_call
         call.on_chunk(chunk)
-        if call.usage is not None and call.finish_reasons:
-            # The usage chunk is the last that counts; a reader that stops here (without reading
-            # to the end of the stream) still gets a span that ends when the answer did.
+        if call.last_chunk:
+            # A consumer that stops at the last chunk with content (without reading the stream's
+            # end marker) still gets a span that ends when the answer did.
             call.end()
         return chunk
 
@@ -294,9 +303,9 @@ class AsyncStream(wrapt.ObjectProxy[Any]):
             raise
         call = self._self_call
         call.on_chunk(chunk)
-        if call.usage is not None and call.finish_reasons:
-            # The usage chunk is the last that counts; a reader that stops here (without reading
-            # to the end of the stream) still gets a span that ends when the answer did.
+        if call.last_chunk:
+            # A consumer that stops at the last chunk with content (without reading the stream's
+            # end marker) still gets a span that ends when the answer did.
             call.end()
         return chunk
 

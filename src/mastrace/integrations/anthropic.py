@@ -59,6 +59,8 @@ def _chunk(call: Call, event: Any) -> None:
         reason = getattr(getattr(event, "delta", None), "stop_reason", None)
         if reason:
             call.finish_reasons.append(str(reason))
+    elif kind == "message_stop":
+        call.last_chunk = True
 
 
 _READER = Reader(

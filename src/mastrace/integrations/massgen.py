@@ -535,12 +535,12 @@ def instrument_massgen() -> bool:
             from massgen import structured_logging
         except ImportError:
             warn_once(
-                "massgen.missing", "mastrace: instrument_massgen() needs the massgen package; nothing traced"
+                "massgen-missing", "mastrace: instrument_massgen() needs the massgen package; nothing traced"
             )
             return False
         if not hasattr(structured_logging, "TracerProxy"):
             version = getattr(massgen, "__version__", "?")
-            warn_once("massgen.seam", f"mastrace: massgen {version} has no tracer proxy; nothing traced")
+            warn_once("massgen-seam", f"mastrace: massgen {version} has no tracer proxy; nothing traced")
             return False
         _state.on = True
         _patch(structured_logging, "TracerProxy._get_logfire", _get_logfire)
@@ -550,7 +550,7 @@ def instrument_massgen() -> bool:
         version = str(getattr(massgen, "__version__", "?"))
         if version not in KNOWN_VERSIONS:
             warn_once(
-                "massgen.version",
+                "massgen-version",
                 f"mastrace: massgen {version} is not a version instrument_massgen() knows "
                 f"({', '.join(KNOWN_VERSIONS)}); its spans are recorded as MassGen writes them",
             )
@@ -564,31 +564,34 @@ def _patch_known_seams() -> None:
     import importlib
 
     def load(name: str) -> Any:
+        """Import a MassGen module by its path relative to the package (`.orchestrator`)."""
         try:
-            return importlib.import_module(name)
+            return importlib.import_module(name, "massgen") if name else importlib.import_module("massgen")
         except Exception:  # a seam that moved: that fix is skipped, tracing goes on
-            warn_once(f"massgen.seam.{name}", f"mastrace: could not import {name}; one MassGen fix is off")
+            warn_once(
+                f"massgen-seam{name}", f"mastrace: could not import massgen{name}; one MassGen fix is off"
+            )
             return None
 
-    logger_config = load("massgen.logger_config")
+    logger_config = load(".logger_config")
     if logger_config is not None:
         _patch(logger_config, "integrate_logfire_with_loguru", _integrate_loguru)
-    tracker = load("massgen.coordination_tracker")
+    tracker = load(".coordination_tracker")
     if tracker is not None:
         _patch(tracker, "CoordinationTracker.initialize_session", _initialize_session)
-    orchestrator = load("massgen.orchestrator")
+    orchestrator = load(".orchestrator")
     if orchestrator is not None:
         _patch(orchestrator, "Orchestrator.__init__", _orchestrator_init)
         _patch(orchestrator, "Orchestrator._stream_agent_execution", _stream_agent_execution)
-    backend = load("massgen.backend.base_with_custom_tool_and_mcp")
+    backend = load(".backend.base_with_custom_tool_and_mcp")
     if backend is not None and hasattr(backend, "logfire"):
         _state.undo.append((backend, "logfire", backend.logfire))
         backend.logfire = LOGFIRE
-    config_loading = load("massgen.cli.config_loading")
+    config_loading = load(".cli.config_loading")
     if config_loading is not None:
         original = config_loading.load_config_file
         if _patch(config_loading, "load_config_file", _load_config_file):
-            modules = [m for m in (load("massgen.cli.entrypoint"), load("massgen.cli"), load("massgen")) if m]
+            modules = [m for m in (load(".cli.entrypoint"), load(".cli"), load("")) if m]
             _rebind(modules, "load_config_file", original, config_loading.load_config_file)
 
 

@@ -78,6 +78,8 @@ def _chunk(call: Call, chunk: Any) -> None:
             delta = getattr(getattr(choice, "delta", None), "content", None)
             if isinstance(delta, str):
                 call.text.append(delta)
+    if call.finish_reasons and call.usage is not None:  # usage comes last, after the finish
+        call.last_chunk = True
 
 
 _READER = Reader(

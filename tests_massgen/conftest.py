@@ -1,0 +1,99 @@
+"""Fixtures for the MassGen integration tests, which run in their own environment (`.venv-massgen`,
+built by `make test`): MassGen pins older `openai`, `protobuf` and `wrapt` releases than the rest."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from .fake_llm import Ledger, make_server
+
+HERE = Path(__file__).parent
+MASTRACE = Path(sys.executable).parent / "mastrace"  # the command a user runs
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # MassGen's dependencies warn on import (authlib, litellm): not ours to turn into errors.
+    for item in items:
+        item.add_marker(pytest.mark.filterwarnings("ignore::DeprecationWarning"))
+        item.add_marker(pytest.mark.filterwarnings("ignore::PendingDeprecationWarning"))
+
+
+@dataclass
+class Run:
+    """One MassGen run under `mastrace run`: where it wrote, what the server handed out."""
+
+    store: Path
+    ledger: Ledger
+    stdout: str
+    stderr: str
+    returncode: int
+    config: Path
+
+
+def write_config(folder: Path, url: str, extra: str = "") -> Path:
+    config = folder / "cfg.yaml"
+    config.write_text(
+        "agents:\n"
+        + "".join(
+            f'  - id: "agent_{x}"\n    backend:\n      type: "chatcompletion"\n'
+            f'      model: "fake-{x}"\n      base_url: "{url}"\n'
+            for x in ("a", "b")
+        )
+        + extra
+    )
+    return config
+
+
+def run_massgen(tmp: Path, *, extra_config: str = "", instrument: str | None = None) -> Run:
+    ledger = Ledger()
+    server = make_server(ledger)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    try:
+        config = write_config(tmp, url, extra_config)
+        home = tmp / "home"
+        home.mkdir(exist_ok=True)
+        env = {
+            **os.environ,
+            "HOME": str(home),
+            "OPENAI_API_KEY": "sk-test-not-a-real-key",
+            "NO_COLOR": "1",
+        }
+        env.pop("MASTRACE_DIR", None)
+        store = tmp / "store"
+        command = [str(MASTRACE), "run", "--store", str(store)]
+        if instrument is not None:
+            command += ["--instrument", instrument]
+        command += ["--", "massgen", "--automation", "--config", str(config), "What is six times seven?"]
+        done = subprocess.run(command, cwd=tmp, env=env, capture_output=True, text=True, timeout=600)
+    finally:
+        server.shutdown()
+        server.server_close()
+    return Run(store, ledger, done.stdout, done.stderr, done.returncode, config)
+
+
+@pytest.fixture(scope="session")
+def massgen_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    yield run_massgen(tmp_path_factory.mktemp("massgen"))
+
+
+def query(store: Path, sql: str) -> list[dict[str, object]]:
+    """Rows of `mastrace query` (the public SQL surface) as dicts."""
+    import json
+
+    done = subprocess.run(
+        [str(MASTRACE), "query", "--store", str(store), "--format", "json", sql],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
