@@ -24,6 +24,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         item.add_marker(pytest.mark.filterwarnings("ignore::DeprecationWarning"))
         item.add_marker(pytest.mark.filterwarnings("ignore::PendingDeprecationWarning"))
+        item.add_marker(pytest.mark.filterwarnings("ignore:authlib.jose module is deprecated"))
 
 
 @dataclass

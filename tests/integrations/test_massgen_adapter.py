@@ -1,0 +1,135 @@
+"""The MassGen integration's pieces that need no MassGen: the `logfire` stand-in MassGen's tracer
+proxy is given (sessions, rounds with running totals, held-back LLM spans, log records), and the
+answer without the package. The whole run is tested against the real MassGen in `tests_massgen/`."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from http.server import ThreadingHTTPServer
+
+import openai
+import pytest
+
+from mastrace._errors import reset_reported
+from mastrace.integrations import massgen as integration
+from mastrace.integrations.openai import instrument_openai, uninstrument_openai
+from mastrace.testing import CapturedSpans
+
+from .test_openai import COMPLETION_TOKENS, PROMPT_TOKENS, Handler
+
+LOGFIRE = integration.LOGFIRE
+
+
+@pytest.fixture(autouse=True)
+def fresh_state() -> Iterator[None]:
+    integration.uninstrument_massgen()  # also clears what earlier tests left (totals, answers)
+    yield
+    integration.uninstrument_massgen()
+
+
+def test_without_massgen_installed_it_warns_once_and_returns_false(caplog: pytest.LogCaptureFixture) -> None:
+    assert importlib.util.find_spec("massgen") is None  # the main test environment has no MassGen
+    reset_reported()
+    with caplog.at_level(logging.WARNING, logger="mastrace"):
+        assert integration.instrument_massgen() is False
+        assert integration.instrument_massgen() is False
+    assert [r.getMessage() for r in caplog.records].count(
+        "mastrace: instrument_massgen() needs the massgen package; nothing traced"
+    ) == 1
+
+
+def _round(agent: str, n: int, totals: tuple[int, int]) -> None:
+    with LOGFIRE.span(f"agent.{agent}.round_{n}", **{"massgen.agent_id": agent, "massgen.round": n}) as span:
+        span.set_attribute("massgen.outcome", "answer")
+        span.set_attribute("massgen.usage.input", totals[0])  # MassGen writes the running total
+        span.set_attribute("massgen.usage.output", totals[1])
+
+
+def test_running_totals_on_rounds_become_each_rounds_own_usage(mastrace_spans: CapturedSpans) -> None:
+    with LOGFIRE.span("coordination.session", **{"massgen.task": "t", "massgen.agent_ids": "a,b"}):
+        _round("a", 0, (100, 10))
+        _round("b", 0, (40, 4))
+        _round("a", 1, (250, 25))
+    rounds = {
+        s.name: (s.attributes["massgen.usage.input"], s.attributes["massgen.usage.output"])
+        for s in mastrace_spans.spans
+        if s.name.startswith("agent.")
+    }
+    assert rounds == {"agent.a.round_0": (100, 10), "agent.b.round_0": (40, 4), "agent.a.round_1": (150, 15)}
+    session = mastrace_spans.attributes("coordination.session")
+    assert session["massgen.usage.input"] == 290 and session["massgen.agent_ids"] == ("a", "b")
+    round_1 = mastrace_spans.by_name("agent.a.round_1")[0]
+    assert mastrace_spans.parent_of(round_1).name == "coordination.session"  # type: ignore[union-attr]
+    assert round_1.attributes["massgen.outcome"] == "answer"
+
+
+def test_message_templates_are_formatted_and_records_name_agents(mastrace_spans: CapturedSpans) -> None:
+    LOGFIRE.info("Agent restart: {agent_id} (reason: {reason})", agent_id="agent_a", reason="new answer")
+    LOGFIRE.info("Agent answer: agent1.1", agent_id="agent_a", answer_label="agent1.1")
+    LOGFIRE.info("Agent vote: agent_b -> agent1.1", agent_id="agent_b", voted_for_label="agent1.1")
+    LOGFIRE.info("Broken {template", x=1)
+    restart = mastrace_spans.attributes("Agent restart: {agent_id} (reason: {reason})")
+    assert restart["logfire.msg"] == "Agent restart: agent_a (reason: new answer)"
+    assert restart["logfire.msg_template"] == "Agent restart: {agent_id} (reason: {reason})"
+    assert restart["massgen.agent_id"] == "agent_a" and restart["gen_ai.agent.id"] == "agent_a"
+    vote = mastrace_spans.attributes("Agent vote: agent_b -> agent1.1")
+    assert vote["massgen.voted_for"] == "agent_a" and vote["massgen.voted_for_label"] == "agent1.1"
+    assert mastrace_spans.attributes("Broken {template")["logfire.msg"] == "Broken {template"
+
+
+@pytest.fixture(scope="module")
+def server_url() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+    server.server_close()
+
+
+def test_the_sdk_call_takes_over_the_frameworks_llm_span(
+    mastrace_spans: CapturedSpans, server_url: str
+) -> None:
+    assert instrument_openai()
+    try:
+        client = openai.OpenAI(base_url=server_url, api_key="sk-test-not-real", max_retries=0)
+        with LOGFIRE.span("agent.a.round_0", **{"massgen.agent_id": "a"}):
+            with LOGFIRE.span(
+                "llm.chatcompletion.stream", **{"llm.provider": "chatcompletion", "llm.model": "m"}
+            ):
+                stream = client.chat.completions.create(
+                    model="m",
+                    messages=[{"role": "user", "content": "hi"}],
+                    stream=True,
+                    stream_options={"include_usage": True},
+                )
+            # The framework's block ended before the stream is read (as MassGen's does).
+            text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    finally:
+        uninstrument_openai()
+    assert text
+    (llm,) = mastrace_spans.by_name("llm.chatcompletion.stream")
+    assert mastrace_spans.names().count("llm.openai.stream") == 0  # one span per call, not two
+    assert llm.attributes["llm.model"] == "m" and llm.attributes["gen_ai.usage.input_tokens"] == PROMPT_TOKENS
+    assert llm.attributes["mastrace.stream.completed"] is True
+    rnd = mastrace_spans.one("agent.a.round_0")
+    assert mastrace_spans.parent_of(llm) is rnd
+    assert (rnd.attributes["massgen.usage.input"], rnd.attributes["massgen.usage.output"]) == (
+        PROMPT_TOKENS,
+        COMPLETION_TOKENS,
+    )
+
+
+def test_an_llm_span_no_sdk_call_claims_is_recorded_as_the_framework_opened_it(
+    mastrace_spans: CapturedSpans,
+) -> None:
+    with pytest.raises(RuntimeError), LOGFIRE.span("llm.gemini.stream", **{"llm.model": "g"}) as span:
+        span.set_attribute("massgen.context_compression", True)
+        time.sleep(0.01)
+        raise RuntimeError("quota")
+    llm = mastrace_spans.one("llm.gemini.stream")
+    assert llm.end_time - llm.start_time >= 10_000_000  # type: ignore[operator]
+    assert llm.attributes["massgen.context_compression"] is True and not llm.status.is_ok
