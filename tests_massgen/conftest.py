@@ -39,13 +39,22 @@ class Run:
     config: Path
 
 
+# agent_a has a stdio MCP server; the fake LLM calls its tool once before answering.
+MCP_SERVER = f"""      mcp_servers:
+        - name: "calc"
+          type: "stdio"
+          command: "{sys.executable}"
+          args: ["{HERE / "mcp_server.py"}"]
+"""
+
+
 def write_config(folder: Path, url: str, extra: str = "") -> Path:
     config = folder / "cfg.yaml"
     config.write_text(
         "agents:\n"
         + "".join(
             f'  - id: "agent_{x}"\n    backend:\n      type: "chatcompletion"\n'
-            f'      model: "fake-{x}"\n      base_url: "{url}"\n'
+            f'      model: "fake-{x}"\n      base_url: "{url}"\n' + (MCP_SERVER if x == "a" else "")
             for x in ("a", "b")
         )
         + extra

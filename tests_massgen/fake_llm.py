@@ -43,6 +43,7 @@ def _tool_names(body: dict[str, Any]) -> set[str]:
 
 def make_server(ledger: Ledger, text_chunks: int = 5) -> ThreadingHTTPServer:
     answered: set[str] = set()
+    used_tool: set[str] = set()
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -54,13 +55,20 @@ def make_server(ledger: Ledger, text_chunks: int = 5) -> ThreadingHTTPServer:
             prompt_chars = len(json.dumps(body.get("messages", [])))
             with ledger.lock:
                 index = len(ledger.calls)
-                if "new_answer" in tools and model not in answered:
+                mcp_tool = next((t for t in sorted(tools) if t.endswith("multiply")), None)
+                if mcp_tool is not None and model not in used_tool and model not in answered:
+                    used_tool.add(model)
+                    kind = mcp_tool
+                    args = {"a": 6, "b": 7}
+                elif "new_answer" in tools and model not in answered:
                     answered.add(model)
                     kind = "new_answer"
                     args = {"content": f"The answer from {model} is 42."}
                 elif "vote" in tools:
-                    kind = "vote"
-                    args = {"agent_id": "agent1", "reason": "agent1 explains it best"}
+                    kind = "vote"  # for the first agent whose answer is in the context
+                    text = json.dumps(body.get("messages", []))
+                    target = next((a for a in ("agent1", "agent2", "agent3") if f"{a}." in text), "agent1")
+                    args = {"agent_id": target, "reason": f"{target} explains it best"}
                 else:
                     kind = "text"
                     args = {}

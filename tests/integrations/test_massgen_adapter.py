@@ -133,3 +133,31 @@ def test_an_llm_span_no_sdk_call_claims_is_recorded_as_the_framework_opened_it(
     llm = mastrace_spans.one("llm.gemini.stream")
     assert llm.end_time - llm.start_time >= 10_000_000  # type: ignore[operator]
     assert llm.attributes["massgen.context_compression"] is True and not llm.status.is_ok
+
+
+def test_an_error_massgen_only_yields_fails_the_round(mastrace_spans: CapturedSpans) -> None:
+    import asyncio
+
+    from mastrace import traced_stream
+
+    async def agent_stream():  # type: ignore[no-untyped-def]
+        with LOGFIRE.span("agent.b.round_1", **{"massgen.agent_id": "b"}):
+            yield ("content", "thinking")
+            yield ("error", "Invalid agent_id after 3 attempts")
+            yield ("done", None)
+
+    async def consume() -> list[object]:
+        stream = integration._watch_errors(traced_stream(agent_stream()), "b")
+        items = []
+        while True:  # one task per chunk, as MassGen's orchestrator pulls them
+            item = await asyncio.create_task(stream.__anext__())
+            items.append(item)
+            if item[0] == "done":
+                await stream.aclose()
+                return items
+
+    assert len(asyncio.run(consume())) == 3
+    rnd = mastrace_spans.one("agent.b.round_1")
+    assert rnd.attributes["massgen.outcome"] == "error"
+    assert rnd.attributes["massgen.error_message"] == "Invalid agent_id after 3 attempts"
+    assert not rnd.status.is_ok

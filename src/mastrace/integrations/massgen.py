@@ -102,6 +102,8 @@ class _State:
         self.totals: dict[str, dict[str, float]] = {}
         # Answer label -> the agent that gave it, so that vote records name the agent voted for.
         self.answers: dict[str, str] = {}
+        # Each agent's open round, so that an error MassGen only yields can be put on it.
+        self.rounds: dict[str, _RoundSpan] = {}
 
 
 _state = _State()
@@ -175,6 +177,11 @@ class _RoundSpan:
     def is_recording(self) -> bool:
         return self._handle.span.is_recording()
 
+    def fail(self, message: str) -> None:
+        """An error MassGen reports by yielding it (e.g. "Invalid agent_id after 3 attempts")."""
+        if self._handle.outcome is None:
+            self._handle._set_outcome_attrs("error", error_message=message)
+
     def finish_usage(self) -> None:
         """Before the round ends: without calls mastrace saw, use the change in MassGen's total."""
         reported = self._reported
@@ -216,9 +223,12 @@ def _round(name: str, agent_id: str, attributes: Mapping[str, Any]) -> Iterator[
     handle = AgentRound(_tracer().span(name, attrs), agent_id)
     proxy = _RoundSpan(handle, agent_id)
     with handle:
+        _state.rounds[agent_id] = proxy
         try:
             yield proxy
         finally:
+            if _state.rounds.get(agent_id) is proxy:
+                del _state.rounds[agent_id]
             with handle_internal_errors("massgen round usage"):
                 proxy.finish_usage()
 
@@ -478,7 +488,22 @@ def _stream_agent_execution(wrapped: Any, instance: Any, args: Any, kwargs: Any)
         return stream
     from .._streams import traced_stream
 
-    return traced_stream(stream)
+    agent_id = kwargs.get("agent_id", args[0] if args else None)
+    return _watch_errors(traced_stream(stream), agent_id)
+
+
+async def _watch_errors(stream: Any, agent_id: Any) -> Any:
+    """Pass the round's chunks through; an `("error", message)` chunk marks the round failed."""
+    try:
+        async for item in stream:
+            if type(item) is tuple and len(item) == 2 and item[0] == "error":
+                proxy = _state.rounds.get(agent_id)
+                if proxy is not None:
+                    with handle_internal_errors("massgen round error"):
+                        proxy.fail(str(item[1]))
+            yield item
+    finally:
+        await stream.aclose()
 
 
 def _enable_massgen_tracing() -> None:
@@ -618,3 +643,4 @@ def uninstrument_massgen() -> None:
         _state.last_config = None
         _state.totals.clear()
         _state.answers.clear()
+        _state.rounds.clear()
