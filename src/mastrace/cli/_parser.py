@@ -178,7 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="integrations to turn on, comma-separated (massgen, openai, anthropic; 'none'); default: auto",
     )
-    run.add_argument("command", nargs=argparse.REMAINDER, metavar="-- PROGRAM [ARGS...]")
+    run.add_argument("program", nargs=argparse.REMAINDER, metavar="-- PROGRAM [ARGS...]")
     run.set_defaults(handler=cmd_run)
 
     return parser

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import re
 import runpy
 import sys
 from collections.abc import Callable, Sequence
@@ -21,25 +22,35 @@ from ..exceptions import MastraceError
 __all__ = ["INTEGRATIONS", "cmd_run"]
 
 INTEGRATIONS = ("massgen", "openai", "anthropic")
-_PYTHONS = {"python", "python3", os.path.basename(sys.executable)}
+_PYTHON = re.compile(r"python(\d+(\.\d+)?)?$")
+
+
+def _is_python(program: str) -> bool:
+    return bool(_PYTHON.match(os.path.basename(program)))
+
+
+def _module(module: str) -> None:
+    sys.path.insert(0, os.getcwd())  # as `python -m` does
+    runpy.run_module(module, run_name="__main__", alter_sys=True)
+
+
+def _script(path: str) -> None:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))  # as `python FILE` does
+    runpy.run_path(path, run_name="__main__")
 
 
 def _target(program: str, args: list[str]) -> tuple[Callable[[], Any], list[str], str | None]:
     """What to call, the `sys.argv` it sees, and the distribution it comes from (if known)."""
-    if program in _PYTHONS:
+    if _is_python(program):
         if args[:1] == ["-m"] and len(args) > 1:
             module = args[1]
-            return (
-                (lambda: runpy.run_module(module, run_name="__main__", alter_sys=True)),
-                [module, *args[2:]],
-                None,
-            )
+            return (lambda: _module(module)), [module, *args[2:]], None
         if args and not args[0].startswith("-"):
             path = args[0]
-            return (lambda: runpy.run_path(path, run_name="__main__")), args, None
+            return (lambda: _script(path)), args, None
         raise MastraceError("give python a script or -m MODULE: mastrace run -- python -m pkg ...")
     if program.endswith(".py"):
-        return (lambda: runpy.run_path(program, run_name="__main__")), [program, *args], None
+        return (lambda: _script(program)), [program, *args], None
     found = [ep for ep in entry_points(group="console_scripts") if ep.name == program]
     if not found:
         raise MastraceError(
@@ -48,7 +59,8 @@ def _target(program: str, args: list[str]) -> tuple[Callable[[], Any], list[str]
         )
     entry = found[0]
     dist = entry.dist.name if entry.dist is not None else None
-    return (lambda: entry.load()()), [program, *args], dist
+    # As the console script's own wrapper does: what the function returns is the exit status.
+    return (lambda: sys.exit(entry.load()())), [program, *args], dist
 
 
 def _instrument(names: Sequence[str]) -> list[str]:
@@ -66,23 +78,24 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     """Configure mastrace, instrument what the program uses, run it, flush, return its status."""
     import mastrace
 
-    command = list(args.command)
+    command = list(args.program)
     if command[:1] == ["--"]:
         command = command[1:]
     if not command:
         raise MastraceError("nothing to run: mastrace run -- PROGRAM [ARGS...]")
-    call, argv, dist = _target(command[0], command[1:])
-    if args.instrument is None:
-        wanted = [n for n in INTEGRATIONS if n != "massgen" or (dist or "").lower() == "massgen"]
-        if "massgen" in argv[0] or (command[0] in _PYTHONS and "massgen" in " ".join(command[1:3])):
-            wanted = list(dict.fromkeys(["massgen", *wanted]))
-    else:
-        wanted = [n.strip() for n in args.instrument.split(",") if n.strip() and n.strip() != "none"]
-        unknown = sorted(set(wanted) - set(INTEGRATIONS))
+    chosen = None
+    if args.instrument is not None:
+        chosen = [n.strip() for n in args.instrument.split(",") if n.strip() and n.strip() != "none"]
+        unknown = sorted(set(chosen) - set(INTEGRATIONS))
         if unknown:
-            raise MastraceError(
-                f"unknown integration(s) {', '.join(unknown)}; known: {', '.join(INTEGRATIONS)}"
-            )
+            known = ", ".join(INTEGRATIONS)
+            raise MastraceError(f"unknown integration(s) {', '.join(unknown)}; known: {known}")
+    call, argv, dist = _target(command[0], command[1:])
+    if chosen is not None:
+        wanted = chosen
+    else:  # MassGen for the massgen command (or module), the LLM SDKs that are installed
+        runs_massgen = (dist or "").lower() == "massgen" or argv[0].split(".")[0] == "massgen"
+        wanted = [n for n in INTEGRATIONS if n != "massgen" or runs_massgen]
     store = args.store[0] if args.store else None
     mastrace.configure(**({"local": store} if store else {}))
     _instrument(wanted)

@@ -8,6 +8,9 @@
   attributes and usage credited to the enclosing round. Install `mastrace[openai]`.
 - `mastrace.integrations.anthropic`: `instrument_anthropic()`, the same for the `anthropic` SDK's
   messages. Install `mastrace[anthropic]`.
+- `mastrace.integrations.massgen`: `instrument_massgen()` traces an unmodified MassGen run (its own
+  spans, fixed: nesting, per-round usage, config snapshot, one trace per turn). Install
+  `mastrace[massgen]`; or run `mastrace run -- massgen ...`.
 - `mastrace.integrations.maseval`: `MastraceCallback`, a MASEval `BenchmarkCallback` that traces
   every task and repetition with its configuration, usage and status. Install `mastrace[maseval]`.
 
@@ -23,10 +26,12 @@ __all__ = [
     "MastraceCallback",
     "continue_trace",
     "instrument_anthropic",
+    "instrument_massgen",
     "instrument_mcp",
     "instrument_openai",
     "traced_tool",
     "uninstrument_anthropic",
+    "uninstrument_massgen",
     "uninstrument_mcp",
     "uninstrument_openai",
 ]
@@ -41,6 +46,8 @@ _LAZY = {
     "uninstrument_openai": "openai",
     "instrument_anthropic": "anthropic",
     "uninstrument_anthropic": "anthropic",
+    "instrument_massgen": "massgen",
+    "uninstrument_massgen": "massgen",
 }
 
 
