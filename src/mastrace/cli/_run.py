@@ -21,7 +21,7 @@ from ..exceptions import MastraceError
 
 __all__ = ["INTEGRATIONS", "cmd_run"]
 
-INTEGRATIONS = ("massgen", "openai", "anthropic")
+INTEGRATIONS = ("massgen", "openai", "anthropic", "litellm")
 _PYTHON = re.compile(r"python(\d+(\.\d+)?)?$")
 
 

@@ -8,6 +8,9 @@
   attributes and usage credited to the enclosing round. Install `mastrace[openai]`.
 - `mastrace.integrations.anthropic`: `instrument_anthropic()`, the same for the `anthropic` SDK's
   messages. Install `mastrace[anthropic]`.
+- `mastrace.integrations.litellm`: `instrument_litellm()`, the same for LiteLLM's `completion()` and
+  `acompletion()` (one span per call, also when `openai` is instrumented underneath). Install
+  `mastrace[litellm]`.
 - `mastrace.integrations.massgen`: `instrument_massgen()` traces an unmodified MassGen run (its own
   spans, fixed: nesting, per-round usage, config snapshot, one trace per turn). Install
   `mastrace[massgen]`; or run `mastrace run -- massgen ...`.
@@ -26,11 +29,13 @@ __all__ = [
     "MastraceCallback",
     "continue_trace",
     "instrument_anthropic",
+    "instrument_litellm",
     "instrument_massgen",
     "instrument_mcp",
     "instrument_openai",
     "traced_tool",
     "uninstrument_anthropic",
+    "uninstrument_litellm",
     "uninstrument_massgen",
     "uninstrument_mcp",
     "uninstrument_openai",
@@ -46,6 +51,8 @@ _LAZY = {
     "uninstrument_openai": "openai",
     "instrument_anthropic": "anthropic",
     "uninstrument_anthropic": "anthropic",
+    "instrument_litellm": "litellm",
+    "uninstrument_litellm": "litellm",
     "instrument_massgen": "massgen",
     "uninstrument_massgen": "massgen",
 }

@@ -51,6 +51,9 @@ class PendingLLMSpan:
 pending_llm_span: contextvars.ContextVar[PendingLLMSpan | None] = contextvars.ContextVar(
     "mastrace_pending_llm_span", default=None
 )
+# True while an instrumented call is being made: a library that calls another instrumented SDK
+# underneath (LiteLLM calls `openai`) gives one span and one usage credit, not two.
+_inside_call: contextvars.ContextVar[bool] = contextvars.ContextVar("mastrace_inside_llm_call", default=False)
 
 
 @dataclass
@@ -195,14 +198,19 @@ def sync_wrapper(reader: Reader) -> Callable[..., Any]:
     """A `wrapt` wrapper for an SDK's synchronous `create`."""
 
     def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if _inside_call.get():
+            return wrapped(*args, **kwargs)
         call = _start(reader, instance, kwargs)
         if call is None or call.span is NOOP_SPAN:
             return wrapped(*args, **kwargs)
+        token = _inside_call.set(True)
         try:
             result = wrapped(*args, **kwargs)
         except BaseException as exc:
             call.end(exc)
             raise
+        finally:
+            _inside_call.reset(token)
         if call.stream:
             return SyncStream(result, call)
         call.on_response(result)
@@ -216,14 +224,19 @@ def async_wrapper(reader: Reader) -> Callable[..., Any]:
     """A `wrapt` wrapper for an SDK's asynchronous `create`."""
 
     async def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if _inside_call.get():
+            return await wrapped(*args, **kwargs)
         call = _start(reader, instance, kwargs)
         if call is None or call.span is NOOP_SPAN:
             return await wrapped(*args, **kwargs)
+        token = _inside_call.set(True)
         try:
             result = await wrapped(*args, **kwargs)
         except BaseException as exc:
             call.end(exc)
             raise
+        finally:
+            _inside_call.reset(token)
         if call.stream:
             return AsyncStream(result, call)
         call.on_response(result)
@@ -335,21 +348,30 @@ class AsyncStream(wrapt.ObjectProxy[Any]):
 
 
 class Patches:
-    """The `create` methods one SDK integration wrapped, so that they can be put back."""
+    """The functions one SDK integration wrapped, so that they can be put back."""
 
     def __init__(self) -> None:
-        self.originals: dict[str, tuple[type, Any]] = {}
+        self.originals: list[tuple[Any, str, Any]] = []
 
     def apply(self, reader: Reader, sync_cls: type, async_cls: type) -> None:
         """Wrap `sync_cls.create` and `async_cls.create` (the SDK's sync and async resources)."""
-        for cls, wrapper in ((sync_cls, sync_wrapper(reader)), (async_cls, async_wrapper(reader))):
-            original = cls.__dict__["create"]
-            self.originals[cls.__qualname__] = (cls, original)
-            cls.create = wrapt.FunctionWrapper(original, wrapper)  # type: ignore[attr-defined]
+        self.wrap(reader, sync_cls, "create", async_cls, "create")
+
+    def wrap(
+        self, reader: Reader, sync_owner: Any, sync_name: str, async_owner: Any, async_name: str
+    ) -> None:
+        """Wrap a sync and an async entry point (methods of a class, or functions of a module)."""
+        for owner, name, wrapper in (
+            (sync_owner, sync_name, sync_wrapper(reader)),
+            (async_owner, async_name, async_wrapper(reader)),
+        ):
+            original = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+            self.originals.append((owner, name, original))
+            setattr(owner, name, wrapt.FunctionWrapper(original, wrapper))
 
     def undo(self) -> None:
-        for cls, original in self.originals.values():
-            cls.create = original  # type: ignore[attr-defined]
+        for owner, name, original in reversed(self.originals):
+            setattr(owner, name, original)
         self.originals.clear()
 
     def __bool__(self) -> bool:
