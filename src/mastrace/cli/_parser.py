@@ -176,7 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--instrument",
         metavar="NAMES",
         default=None,
-        help="integrations to turn on, comma-separated (massgen, openai, anthropic, litellm; 'none'); default: auto",
+        help="integrations to turn on, comma-separated (massgen, openai, anthropic, litellm; 'none'); "
+        "default: auto",
     )
     run.add_argument("program", nargs=argparse.REMAINDER, metavar="-- PROGRAM [ARGS...]")
     run.set_defaults(handler=cmd_run)
