@@ -95,7 +95,9 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
         wanted = chosen
     else:  # MassGen for the massgen command (or module), the LLM SDKs that are installed
         runs_massgen = (dist or "").lower() == "massgen" or argv[0].split(".")[0] == "massgen"
-        wanted = [n for n in INTEGRATIONS if n != "massgen" or runs_massgen]
+        # Not LiteLLM: importing it takes seconds (and fetches a price table) for programs that may
+        # never use it; ask for it with --instrument.
+        wanted = [n for n in ("massgen", "openai", "anthropic") if n != "massgen" or runs_massgen]
     store = args.store[0] if args.store else None
     mastrace.configure(**({"local": store} if store else {}))
     _instrument(wanted)
