@@ -15,6 +15,9 @@ import pytest
 
 from .fake_llm import Ledger, make_server
 
+# MassGen imports LiteLLM, which fetches its price table from the internet unless told not to.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
 HERE = Path(__file__).parent
 MASTRACE = Path(sys.executable).parent / "mastrace"  # the command a user runs
 
