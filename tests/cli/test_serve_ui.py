@@ -69,13 +69,36 @@ def test_the_runs_api_sees_runs_written_after_it_started(server: IntakeServer) -
     assert [r["trace_id"] for r in json.loads(_get(server, "/api/runs")[1])] == [second, first]
 
 
-def test_a_run_has_a_waterfall_and_a_report(server: IntakeServer) -> None:
+def test_a_run_has_a_live_page_a_static_view_and_a_report(server: IntakeServer) -> None:
     trace_id = _write_run(server.intake.store, "deep link")
     status, page = _get(server, f"/runs/{trace_id}")
-    assert status == 200 and "agent.a.round_0 deep link" in page
+    assert status == 200 and "../api/runs/" in page  # the page reads its spans from the API
+    status, view = _get(server, f"/runs/{trace_id}/view")
+    assert status == 200 and "agent.a.round_0 deep link" in view
     status, report = _get(server, f"/runs/{trace_id}/report")
     assert status == 200 and trace_id in report
-    assert _get(server, "/runs/" + "0" * 32)[0] == 404
+    assert _get(server, "/runs/" + "0" * 32 + "/view")[0] == 404
+    assert _get(server, "/api/runs/" + "0" * 32 + "/spans")[0] == 404
+
+
+def test_the_spans_api_gives_skeletons_new_spans_matches_and_details(server: IntakeServer) -> None:
+    trace_id = _write_run(server.intake.store, "api")
+    status, body = _get(server, f"/api/runs/{trace_id}/spans")
+    reply = json.loads(body)
+    assert status == 200 and reply["count"] == 2 and reply["trace_id"] == trace_id
+    names = {s["name"]: s for s in reply["spans"]}
+    assert set(names) == {"coordination.session", "agent.a.round_0 api"}
+    assert "attributes" not in names["coordination.session"]  # details are fetched per span
+    # A cursor past the newest span (beyond the margin for late writers) returns nothing new.
+    later = reply["newest_us"] + 60_000_000
+    assert json.loads(_get(server, f"/api/runs/{trace_id}/spans?since_us={later}")[1])["spans"] == []
+    assert _get(server, f"/api/runs/{trace_id}/spans?since_us=soon")[0] == 400
+    matches = json.loads(_get(server, f"/api/runs/{trace_id}/spans?q=api")[1])["matches"]
+    assert set(matches) == {s["span_id"] for s in reply["spans"]}  # the task and the name say "api"
+    session = names["coordination.session"]["span_id"]
+    status, body = _get(server, f"/api/runs/{trace_id}/spans/{session}")
+    assert status == 200 and json.loads(body)["attributes"]["massgen.task"] == "api"
+    assert _get(server, f"/api/runs/{trace_id}/spans/{'0' * 16}")[0] == 404
 
 
 def test_the_runs_page_in_chromium_lists_runs_and_runs_no_script_from_spans(

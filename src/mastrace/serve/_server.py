@@ -14,15 +14,10 @@ from typing import Any
 
 from ..exceptions import MastraceError
 from ._intake import Intake, IntakeError, decode_request
+from ._ui import ui_routes
 
 __all__ = ["MAX_BODY_BYTES", "IntakeServer", "start_intake"]
 
-_SEARCH_SQL = """
-SELECT DISTINCT trace_id FROM records
-WHERE (CAST(? AS VARCHAR) IS NULL
-       OR span_name ILIKE ? OR message ILIKE ? OR CAST(attributes AS VARCHAR) ILIKE ?)
-  AND (NOT ? OR otel_status_code = 'ERROR' OR is_exception)
-"""
 MAX_BODY_BYTES = 32 * 1024 * 1024
 """A request body larger than this (after decompression too) is refused with 413."""
 
@@ -81,78 +76,9 @@ def _http_app(intake: Intake, max_body: int) -> Any:
         routes=[
             Route("/v1/traces", traces, methods=["POST"]),
             Route("/health", health),
-            *_ui_routes(intake.store),
+            *ui_routes(intake.store),
         ]
     )
-
-
-def _ui_routes(store: Path) -> list[Any]:
-    """The web UI: the runs list (live), a run's waterfall, its analysis report."""
-    from importlib.resources import files
-
-    from starlette.requests import Request
-    from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
-    from starlette.routing import Route
-
-    from ..analysis import TraceStore, build_report, render_html, render_markdown
-    from ..exceptions import StoreError
-
-    index = (files(__package__) / "assets" / "index.html").read_text(encoding="utf-8")
-
-    def read_runs(text: str, errors: bool) -> list[dict[str, Any]]:
-        if not (store / "segments").is_dir():
-            return []
-        with TraceStore(store) as traces:
-            try:
-                runs = [vars(run) for run in traces.runs(limit=500)]
-            except StoreError:  # no spans yet
-                return []
-            if text or errors:
-                like = f"%{text}%"
-                matching = {
-                    r["trace_id"] for r in traces.rows(_SEARCH_SQL, [text or None, like, like, like, errors])
-                }
-                runs = [run for run in runs if run["trace_id"] in matching]
-            return runs
-
-    def read_view(trace_id: str) -> str:
-        with TraceStore(store) as traces:
-            return render_html(traces.spans(traces.resolve(trace_id)))
-
-    def read_report(trace_id: str) -> str:
-        with TraceStore(store) as traces:
-            return render_markdown(build_report(traces, traces.resolve(trace_id)))
-
-    async def page(request: Request) -> Response:
-        return HTMLResponse(index)
-
-    async def api_runs(request: Request) -> Response:
-        """Runs, newest first; `q` keeps those with a span whose name, message or attributes contain
-        it (an agent id, a round, a value), `errors=1` those with a failed span."""
-        text = request.query_params.get("q", "").strip()
-        errors = request.query_params.get("errors") in ("1", "true")
-        return JSONResponse(await asyncio.to_thread(read_runs, text, errors))
-
-    async def run(request: Request) -> Response:
-        try:
-            text = await asyncio.to_thread(read_view, request.path_params["trace_id"])
-        except StoreError as exc:
-            return PlainTextResponse(str(exc), 404)
-        return HTMLResponse(text)
-
-    async def report(request: Request) -> Response:
-        try:
-            text = await asyncio.to_thread(read_report, request.path_params["trace_id"])
-        except StoreError as exc:
-            return PlainTextResponse(str(exc), 404)
-        return PlainTextResponse(text, media_type="text/markdown; charset=utf-8")
-
-    return [
-        Route("/", page),
-        Route("/api/runs", api_runs),
-        Route("/runs/{trace_id}", run),
-        Route("/runs/{trace_id}/report", report),
-    ]
 
 
 class _TooLarge(ValueError):
