@@ -244,3 +244,29 @@ def test_a_10k_span_trace_renders_only_the_rows_in_view(server: IntakeServer, pa
     page.goto(url(server, f"/runs/{trace_id}#span={last}"))
     page.wait_for_selector(f".row.selected[data-span-id='{last}']", timeout=15_000)
     page.wait_for_selector("#details h2:has-text('step 09999')")
+
+
+def test_two_checked_runs_open_their_config_and_usage_diff(server: IntakeServer, page: Page) -> None:
+    ids = []
+    for model in ("model-small", "model-large"):
+        mastrace.configure(local=server.intake.store, service_name="ui-test")
+        tracer = mastrace.get_tracer("ui-test")
+        config = {"agents": {"a": {"model": model}}}
+        usage = {"massgen.agent_id": "a", "massgen.usage.input": 10}
+        with (
+            tracer.span("coordination.session", attributes={"mastrace.config": config}) as root,
+            tracer.span("agent.a.round_0", attributes=usage),
+        ):
+            pass
+        mastrace.shutdown()
+        assert root.span_context is not None
+        ids.append(f"{root.span_context.trace_id:032x}")
+    page.goto(url(server))
+    for trace_id in ids:
+        page.check(f"tr.run[data-trace-id='{trace_id}'] input.pick")
+    page.click("#compare")
+    page.wait_for_selector("tr.change")
+    change = page.locator("tr.change").first.locator("td").all_text_contents()
+    assert change == ["agents.a.model", "changed", "model-small", "model-large"]
+    assert page.text_content("#a") == ids[0] and page.text_content("#b") == ids[1]
+    assert "total" in page.locator("tr.agent").first.text_content()  # type: ignore[operator]

@@ -5,7 +5,8 @@
   details on click; `#span=<span id>` selects a span), with filters by text, agent, round,
   errors and attribute value.
 - `/runs/<trace>/view`: the static HTML view (`mastrace view`); `/runs/<trace>/report`: the report.
-- `/api/runs`, `/api/runs/<trace>/spans?since_us=&q=`, `/api/runs/<trace>/spans/<span>`.
+- `/diff?a=<trace>&b=<trace>`: the configuration and usage differences of two runs (`mastrace diff`).
+- `/api/runs`, `/api/runs/<trace>/spans?since_us=&q=`, `/api/runs/<trace>/spans/<span>`, `/api/diff`.
 
 Every value from a span reaches the page as JSON and is inserted as text, never as HTML.
 """
@@ -13,6 +14,7 @@ Every value from a span reaches the page as JSON and is inserted as text, never 
 from __future__ import annotations
 
 import asyncio
+import math
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,19 @@ WHERE trace_id = ? AND (span_name ILIKE ? OR message ILIKE ? OR CAST(attributes 
 # Spans whose end is this close before the newest one seen are sent again: writers in other
 # processes flush every half second, so a span can land after a later-ending one.
 _SLACK_US = 30_000_000
+
+
+def jsonable(value: Any) -> Any:
+    """`value` with what JSON cannot hold (NaN and infinities, datetimes, bytes) as strings."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
 
 
 def _light(span: Any) -> dict[str, Any]:
@@ -54,12 +69,13 @@ def ui_routes(store: Path) -> list[Any]:
     from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
     from starlette.routing import Route
 
-    from ..analysis import TraceStore, build_report, render_html, render_markdown
+    from ..analysis import TraceStore, build_report, diff_reports, render_html, render_markdown
     from ..exceptions import StoreError
 
     assets = files(__package__) / "assets"
     index = (assets / "index.html").read_text(encoding="utf-8")
     run_page = (assets / "run.html").read_text(encoding="utf-8")
+    diff_page = (assets / "diff.html").read_text(encoding="utf-8")
 
     def read_runs(text: str, errors: bool) -> list[dict[str, Any]]:
         if not (store / "segments").is_dir():
@@ -125,6 +141,11 @@ def ui_routes(store: Path) -> list[Any]:
                 "resource": span.resource,
             }
 
+    def read_diff(ref_a: str, ref_b: str) -> dict[str, Any]:
+        with TraceStore(store) as traces:
+            trace_a, trace_b = traces.resolve(ref_a), traces.resolve(ref_b)
+            return diff_reports(build_report(traces, trace_a), build_report(traces, trace_b)).to_dict()
+
     def read_view(trace_id: str) -> str:
         with TraceStore(store) as traces:
             return render_html(traces.spans(traces.resolve(trace_id)))
@@ -172,6 +193,19 @@ def ui_routes(store: Path) -> list[Any]:
             return PlainTextResponse("no such span in this run", 404)
         return JSONResponse(reply)
 
+    async def diff(request: Request) -> Response:
+        return HTMLResponse(diff_page)
+
+    async def api_diff(request: Request) -> Response:
+        """`mastrace diff` as JSON: `a` and `b` are trace ids, prefixes, `previous` or `latest`."""
+        a = request.query_params.get("a", "previous")
+        b = request.query_params.get("b", "latest")
+        try:
+            reply = await asyncio.to_thread(read_diff, a, b)
+        except StoreError as exc:
+            return PlainTextResponse(str(exc), 404)
+        return JSONResponse(jsonable(reply))
+
     async def view(request: Request) -> Response:
         try:
             text = await asyncio.to_thread(read_view, request.path_params["trace_id"])
@@ -191,6 +225,8 @@ def ui_routes(store: Path) -> list[Any]:
         Route("/api/runs", api_runs),
         Route("/api/runs/{trace_id}/spans", api_spans),
         Route("/api/runs/{trace_id}/spans/{span_id}", api_span),
+        Route("/diff", diff),
+        Route("/api/diff", api_diff),
         Route("/runs/{trace_id}", run),
         Route("/runs/{trace_id}/view", view),
         Route("/runs/{trace_id}/report", report),
