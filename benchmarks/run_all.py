@@ -23,6 +23,7 @@ SCRIPTS = {
     "bench_outage.py": ([], ["--spans", "50000", "--outage", "2"]),
     "bench_openai.py": ([], ["--n", "20", "--rounds", "5"]),
     "bench_serve.py": ([], ["--spans", "20000"]),
+    "bench_serve_ui.py": ([], ["--repeat", "2"]),
     "bench_analyze.py": ([], ["--spans", "100000", "--repeat", "2"]),
     "bench_massgen.py": ([], ["--rounds", "3"]),
 }
