@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from mastrace.analysis import TraceStore, build_report, compare_configs, diff_reports, flatten, render_diff
+from mastrace.analysis import TraceStore, build_report, diff_reports, render_diff
+from mastrace.analysis._diff import compare_configs, flatten
 
 from .conftest import CONFIG, TraceWriter, write_session
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mastrace.analysis import format_duration, span_category
+from mastrace.analysis._kinds import format_duration, span_category
 
 
 @pytest.mark.parametrize(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mastrace.analysis import SpanRow, TraceStore, build_tree, render_tree
-from mastrace.analysis._tree import walk
+from mastrace.analysis import SpanRow, TraceStore, render_tree
+from mastrace.analysis._tree import build_tree, walk
 
 from .conftest import TraceWriter
 

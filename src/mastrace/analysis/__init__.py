@@ -15,58 +15,26 @@ Example:
 
 from __future__ import annotations
 
-from ._diff import AgentDelta, ConfigChange, RunDiff, compare_configs, diff_reports, flatten, render_diff
+from ._diff import RunDiff, diff_reports, render_diff
 from ._html import render_html
-from ._kinds import format_duration, span_category
 from ._markdown import render_markdown
-from ._model import (
-    AnswerRow,
-    ErrorRow,
-    FlowRow,
-    OperationRow,
-    Overview,
-    PhaseRow,
-    Report,
-    RoundRow,
-    ToolRow,
-    UsageRow,
-    VoteRow,
-)
+from ._model import Report
 from ._report import build_report
-from ._store import RunRef, RunSummary, SpanRow, TraceStore
-from ._texttable import text_table
-from ._tree import TreeNode, build_tree, render_tree
+from ._store import RunSummary, SpanRow, TraceStore
+from ._tree import render_runs, render_trace, render_tree
 
 __all__ = [
-    "AgentDelta",
-    "AnswerRow",
-    "ConfigChange",
-    "ErrorRow",
-    "FlowRow",
-    "OperationRow",
-    "Overview",
-    "PhaseRow",
     "Report",
-    "RoundRow",
     "RunDiff",
-    "RunRef",
     "RunSummary",
     "SpanRow",
-    "ToolRow",
     "TraceStore",
-    "TreeNode",
-    "UsageRow",
-    "VoteRow",
     "build_report",
-    "build_tree",
-    "compare_configs",
     "diff_reports",
-    "flatten",
-    "format_duration",
     "render_diff",
     "render_html",
     "render_markdown",
+    "render_runs",
+    "render_trace",
     "render_tree",
-    "span_category",
-    "text_table",
 ]

@@ -8,8 +8,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .. import semconv
+from .._texttable import text_table
 from ._model import Report
-from ._texttable import text_table
 
 __all__ = [
     "AgentDelta",

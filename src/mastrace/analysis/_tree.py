@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from itertools import islice
 from typing import Any
 
 from .. import semconv
+from .._texttable import text_table
 from ._kinds import format_duration, format_value
-from ._store import SpanRow
+from ._store import RunSummary, SpanRow, TraceStore
 
-__all__ = ["TreeNode", "build_tree", "key_attributes", "render_tree", "walk"]
+__all__ = ["TreeNode", "build_tree", "key_attributes", "render_runs", "render_trace", "render_tree", "walk"]
 
 # (label, attribute keys tried in order) shown after a span's name.
 _KEY_ATTRIBUTES: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -153,3 +156,41 @@ def render_tree(
         for i, child in enumerate(reversed(node.children)):
             stack.append((child, child_indent, i == 0, False))
     return "\n".join(lines) + "\n"
+
+
+def render_trace(store: TraceStore, trace_id: str, *, max_spans: int | None = 2000) -> str:
+    """`render_tree` of a trace read from `store`, reading attributes only for the printed spans.
+
+    A trace of a million spans prints its first `max_spans` lines in seconds, with memory that
+    grows with what is printed, not with the trace.
+
+    Args:
+        store: The open store.
+        trace_id: The trace (see `TraceStore.resolve`).
+        max_spans: Print at most this many spans (None: all).
+    """
+    spans = store.spans(trace_id, details=False)
+    roots = build_tree(spans)
+    store.fill(trace_id, [node.span for node in islice(walk(roots), max_spans)])
+    return render_tree(spans, max_spans=max_spans, roots=roots)
+
+
+def render_runs(runs: Sequence[RunSummary]) -> str:
+    """The runs as a text table: trace id, root span, start (UTC), duration, spans, errors, tokens, cost."""
+    rows = [
+        (
+            r.trace_id,
+            r.name,
+            datetime.fromtimestamp(r.start_us / 1e6, tz=UTC).strftime("%Y-%m-%d %H:%M:%S"),
+            format_duration(r.duration),
+            r.spans,
+            r.errors or "",
+            ""
+            if r.input_tokens is None and r.output_tokens is None
+            else f"{(r.input_tokens or 0) + (r.output_tokens or 0):,.0f}",
+            f"${r.cost:.4f}" if r.cost is not None else "",
+        )
+        for r in runs
+    ]
+    headers = ["trace id", "root span", "started (UTC)", "duration", "spans", "errors", "tokens", "cost"]
+    return text_table(headers, rows, align="lllrrrrr")

@@ -7,14 +7,11 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
-from itertools import islice
 from typing import TextIO
 
 import duckdb
 
-from ..analysis import RunSummary, TraceStore, format_duration, render_tree, text_table
-from ..analysis._tree import build_tree, walk
+from ..analysis import TraceStore, render_runs, render_trace
 from ..exceptions import MastraceError
 from ._output import format_rows, json_default, progress
 from ._terminal import escape_control
@@ -48,16 +45,6 @@ def _statements(sql: str) -> list[duckdb.Statement]:
         raise MastraceError(f"query failed: {exc}") from exc
 
 
-def _started(start_us: int) -> str:
-    return datetime.fromtimestamp(start_us / 1e6, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def _tokens(run: RunSummary) -> str:
-    if run.input_tokens is None and run.output_tokens is None:
-        return ""
-    return f"{(run.input_tokens or 0) + (run.output_tokens or 0):,.0f}"
-
-
 def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
     """List runs (one per trace), newest first."""
     with open_store(args) as store, progress("reading runs"):
@@ -65,35 +52,17 @@ def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
     if args.format == "json":
         out.write(json.dumps([vars(r) for r in runs], indent=2, default=json_default) + "\n")
         return 0
-    rows = [
-        (
-            r.trace_id,
-            r.name,
-            _started(r.start_us),
-            format_duration(r.duration),
-            r.spans,
-            r.errors or "",
-            _tokens(r),
-            f"${r.cost:.4f}" if r.cost is not None else "",
-        )
-        for r in runs
-    ]
-    headers = ["trace id", "root span", "started (UTC)", "duration", "spans", "errors", "tokens", "cost"]
-    out.write(text_table(headers, rows, align="lllrrrrr"))
+    out.write(render_runs(runs))
     return 0
 
 
 def cmd_tree(args: argparse.Namespace, out: TextIO) -> int:
     """Print a trace's span hierarchy."""
-    limit = args.max_spans or None
     with open_store(args) as store, progress("reading trace"):
         trace_id = store.resolve(args.trace)
-        # The hierarchy of every span, but the attributes of only those that are printed.
-        spans = store.spans(trace_id, details=False)
-        roots = build_tree(spans)
-        store.fill(trace_id, [node.span for node in islice(walk(roots), limit)])
+        text = render_trace(store, trace_id, max_spans=args.max_spans or None)
     out.write(f"trace {trace_id}\n")
-    out.write(render_tree(spans, max_spans=limit, roots=roots))
+    out.write(text)
     return 0
 
 

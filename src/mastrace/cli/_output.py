@@ -15,7 +15,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..analysis import text_table
+from .._texttable import text_table
 from ..exceptions import MastraceError
 
 __all__ = ["format_rows", "json_default", "progress", "write_output"]

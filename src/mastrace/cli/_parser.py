@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from ..analysis._html import DEFAULT_MAX_SPANS
 from ._commands import cmd_query, cmd_runs, cmd_tree
 from ._push import cmd_push
 from ._report_commands import DEFAULT_REPORT, DEFAULT_VIEW, cmd_analyze, cmd_diff, cmd_export, cmd_view
@@ -106,8 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     view.add_argument(
         "--max-spans",
         type=int,
-        default=DEFAULT_MAX_SPANS,
-        help=f"draw at most N spans (default {DEFAULT_MAX_SPANS})",
+        default=None,
+        help="draw at most N spans (default 20,000)",
     )
     view.set_defaults(handler=cmd_view)
 

@@ -41,7 +41,8 @@ def cmd_view(args: argparse.Namespace, out: TextIO) -> int:
     """Write a self-contained HTML waterfall of a trace."""
     with open_store(args) as store, progress("rendering"):
         trace_id = store.resolve(args.trace)
-        page = render_html(store.spans(trace_id), max_spans=args.max_spans)
+        spans = store.spans(trace_id)
+        page = render_html(spans) if args.max_spans is None else render_html(spans, max_spans=args.max_spans)
     path = write_output(page, args.output, DEFAULT_VIEW, out)
     _wrote(path, "the trace view", trace_id, out)
     return 0

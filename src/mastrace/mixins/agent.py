@@ -45,6 +45,8 @@ class AgentRound(SpanHandle):
     runs through `@mastrace.instrument` or `mastrace.traced_stream`.
     """
 
+    _usage: UsageAccumulator
+
     def __init__(self, span: Span | NoOpSpan, agent_id: str) -> None:
         self._span = span
         self.agent_id = agent_id
@@ -76,14 +78,6 @@ class AgentRound(SpanHandle):
             if attrs:
                 self._span.set_attributes(attrs)
         self._span.__exit__(exc_type, exc, tb)
-
-    async def __aenter__(self) -> AgentRound:
-        return self.__enter__()
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.__exit__(exc_type, exc, tb)
 
     def set_outcome(
         self,

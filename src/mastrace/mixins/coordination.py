@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from opentelemetry.trace import SpanContext
 
@@ -49,15 +49,34 @@ def prefixed(attrs: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class SpanHandle:
-    """What every mixin handle shares: the span, its own usage, and attribute setters."""
+    """What every mixin handle shares: the span, its own usage, attribute setters, and `async with`.
+
+    A subclass implements `__enter__` and `__exit__`; `async with` runs the same code.
+    """
 
     _span: Span | NoOpSpan
-    _usage: UsageAccumulator
+    _usage: UsageAccumulator | None = None
+
+    def __enter__(self) -> Self:
+        raise NotImplementedError
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        return self.__enter__()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.__exit__(exc_type, exc, tb)
 
     @property
     def usage(self) -> Usage:
         """The usage credited here so far."""
-        return self._usage.total
+        return self._usage.total if self._usage is not None else Usage()
 
     @property
     def span(self) -> Span | NoOpSpan:
@@ -90,6 +109,8 @@ class CoordinationSession(SpanHandle):
     and puts the total on the span when it closes: `mastrace.usage` (JSON, with `by_agent`) and
     the `massgen.usage.*` totals.
     """
+
+    _usage: UsageAccumulator
 
     def __init__(self, span: Span | NoOpSpan, registry: Registry) -> None:
         self._span = span
@@ -138,14 +159,6 @@ class CoordinationSession(SpanHandle):
             )
             self._span.set_attributes(usage_attributes(total, gen_ai=False))
         self._span.__exit__(exc_type, exc, tb)
-
-    async def __aenter__(self) -> CoordinationSession:
-        return self.__enter__()
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.__exit__(exc_type, exc, tb)
 
     def add_usage(self, usage: Usage) -> None:
         """Add usage incurred by the session itself (outside any agent round)."""

@@ -28,7 +28,7 @@ from .. import semconv
 from .._errors import handle_internal_errors
 from .._tracer import NoOpSpan, Span
 from ..exceptions import ConfigError
-from .coordination import mixin_tracer
+from .coordination import SpanHandle, mixin_tracer
 
 __all__ = ["MCPClientMixin", "MCPToolCall"]
 
@@ -56,7 +56,7 @@ def _error_text(result: Any) -> str:
     return "tool returned an error result"
 
 
-class MCPToolCall:
+class MCPToolCall(SpanHandle):
     """The handle of an `mcp.<server>.<tool>` span; a sync and async context manager."""
 
     def __init__(self, span: Span | NoOpSpan) -> None:
@@ -79,14 +79,6 @@ class MCPToolCall:
                 self._mark(True)
         self._span.__exit__(exc_type, exc, tb)
 
-    async def __aenter__(self) -> MCPToolCall:
-        return self.__enter__()
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.__exit__(exc_type, exc, tb)
-
     def set_result(self, result: Any) -> None:
         """Record the tool result's outcome: `isError` → error status and `tool.success = false`."""
         self._result_set = True
@@ -100,15 +92,6 @@ class MCPToolCall:
     def _mark(self, success: bool) -> None:
         self.success = success
         self._span.set_attribute(semconv.TOOL_SUCCESS, success)
-
-    @property
-    def span(self) -> Span | NoOpSpan:
-        """The underlying span handle."""
-        return self._span
-
-    def set_attribute(self, key: str, value: Any) -> None:
-        """Set an attribute on the tool call span."""
-        self._span.set_attribute(key, value)
 
 
 class MCPClientMixin:
