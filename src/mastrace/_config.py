@@ -33,6 +33,7 @@ from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 
 from . import _context, _settings, semconv
 from ._errors import log_internal_error, logger
+from ._otel_private import replace_provider_resource, reset_global_providers
 from ._pipeline import Destination, FlushResult, Pipeline, SwitchProcessor
 from ._scrub_options import ScrubbingOptions
 from ._settings import UNSET, UnsetType
@@ -364,17 +365,7 @@ def _update_own_provider(settings: Settings) -> None:
     sampler = provider.sampler
     if isinstance(sampler, _DynamicSampler):
         sampler.set_rate(settings.sample_rate)
-    _replace_resource(provider, _resource(settings))
-
-
-def _replace_resource(provider: TracerProvider, resource: Resource) -> None:
-    # A reconfigure may rename the service; the SDK caches tracers, which hold the resource too.
-    lock = getattr(provider, "_tracers_lock", None)
-    with lock if lock is not None else contextlib.nullcontext():
-        provider._resource = resource
-        for tracer in getattr(provider, "_tracers", {}).values():
-            if hasattr(tracer, "_set_resource"):
-                tracer._set_resource(resource)
+    replace_provider_resource(provider, _resource(settings))
 
 
 _INSTANCE_ID = uuid.uuid4().hex
@@ -622,11 +613,5 @@ def reset_for_tests() -> None:
     _RT.own_provider = None
     _RT.hooked_providers.clear()
     _RT.switch = SwitchProcessor()
-    from opentelemetry.util._once import Once
-
-    trace._TRACER_PROVIDER = None
-    trace._TRACER_PROVIDER_SET_ONCE = Once()
-    logfire_config = sys.modules.get("logfire._internal.config")
-    if logfire_config is not None:  # let the next logfire.configure() install its provider again
-        logfire_config.GLOBAL_CONFIG._has_set_providers = False
+    reset_global_providers()
     STATE.counters.clear()

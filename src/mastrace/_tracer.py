@@ -24,18 +24,14 @@ from opentelemetry.util.types import AttributeValue
 
 from . import semconv
 from ._errors import handle_internal_errors, log_internal_error, unreadable
+from ._otel_private import RUNTIME_CONTEXT_VAR, SPAN_KEY
 from ._snapshot import coerce_value, json_schema
 from ._state import STATE, bump, span_lost
 
 __all__ = ["NOOP_SPAN", "NoOpSpan", "Span", "Tracer", "get_tracer"]
 
-_SPAN_KEY = trace._SPAN_KEY  # type: ignore[attr-defined]
-try:  # the SDK's default runtime context keeps the current Context in one ContextVar
-    from opentelemetry.context import _RUNTIME_CONTEXT
-
-    _VAR: contextvars.ContextVar[Context] | None = _RUNTIME_CONTEXT._current_context  # type: ignore[attr-defined]
-except (ImportError, AttributeError):  # pragma: no cover - a custom runtime context
-    _VAR = None
+_SPAN_KEY = SPAN_KEY
+_VAR = RUNTIME_CONTEXT_VAR  # the SDK's default runtime context keeps the current Context in one ContextVar
 
 _EMPTY = Context()
 # A span exited in another context than the one it entered leaves that context pointing at it, and

@@ -21,10 +21,10 @@ from opentelemetry.trace import Link, Status, StatusCode
 
 from . import semconv
 from ._errors import log_internal_error
+from ._otel_private import span_attributes
 from ._scrub_options import JsonPath
 from ._scrubbing import Scrubber, ScrubTrail
 from ._snapshot import _INT_MAX, _INT_MIN, Limits, cap_json, cap_string, coerce_value, dumps_json, schema_for
-from ._span_access import span_attributes
 
 __all__ = ["coerce_value", "prepare_span"]
 

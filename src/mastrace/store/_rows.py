@@ -23,8 +23,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 
 from .. import semconv
+from .._otel_private import span_attributes, span_sequence
 from .._snapshot import to_json_value
-from .._span_access import span_attributes
 
 __all__ = ["EncodedBatch", "RowEncoder", "span_to_dict"]
 
@@ -117,15 +117,6 @@ def _fields(mapping: Mapping[str, Any]) -> str:
 
 def _iso(ns: int) -> str:
     return (_EPOCH + timedelta(microseconds=ns // 1000)).isoformat().replace("+00:00", "Z")
-
-
-def _sequence(span: ReadableSpan, private: str, public: str) -> Sequence[Any]:
-    """The span's events or links without the tuple copy the public property makes per access."""
-    raw = getattr(span, private, None)
-    if raw is None:
-        return getattr(span, public) or ()
-    # The SDK's BoundedList wraps a deque whose len() is C-level; its own __len__ is Python.
-    return getattr(raw, "_dq", raw)  # type: ignore[no-any-return]
 
 
 def _resource_fields(resource: Any) -> str:
@@ -248,9 +239,9 @@ class RowEncoder:
         span_type = "span"
         if not _COLUMN_KEYS.isdisjoint(attrs):
             attrs, level, span_type = self._logfire_columns(attrs, extras)
-        events = _sequence(span, "_events", "events")
+        events = span_sequence(span, "_events", "events")
         has_exception = _event_fields(events, extras) if events else False
-        links = _sequence(span, "_links", "links")
+        links = span_sequence(span, "_links", "links")
         if links:
             extras["otel_links"] = _link_list(links)
         status = span.status
