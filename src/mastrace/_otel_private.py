@@ -27,6 +27,7 @@ __all__ = [
     "replace_provider_resource",
     "reset_global_providers",
     "span_attributes",
+    "span_has_items",
     "span_sequence",
 ]
 
@@ -79,6 +80,15 @@ def span_sequence(span: ReadableSpan, private: str, public: str) -> Sequence[Any
         return getattr(span, public) or ()
     # The SDK's BoundedList wraps a deque whose len() is C-level; its own __len__ is Python.
     return getattr(raw, "_dq", raw)  # type: ignore[no-any-return]
+
+
+def span_has_items(span: ReadableSpan, private: str) -> bool:
+    """Whether the span has events (`_events`) or links (`_links`); True when it is not the SDK's
+    layout, so that callers read the public properties."""
+    raw = getattr(span, private, None)
+    if raw is None:
+        return True
+    return bool(len(getattr(raw, "_dq", raw)))
 
 
 def replace_provider_resource(provider: TracerProvider, resource: Resource) -> None:

@@ -21,7 +21,7 @@ from opentelemetry.trace import Link, Status, StatusCode
 
 from . import semconv
 from ._errors import log_internal_error
-from ._otel_private import span_attributes
+from ._otel_private import span_attributes, span_has_items
 from ._scrub_options import JsonPath
 from ._scrubbing import Scrubber, ScrubTrail
 from ._snapshot import _INT_MAX, _INT_MIN, Limits, cap_json, cap_string, coerce_value, dumps_json, schema_for
@@ -109,7 +109,7 @@ def _untouched(span: ReadableSpan, scrubber: Scrubber | None, limits: Limits) ->
     Only spans without events, links or a status description qualify; their attributes are
     checked inline, as `_plain` and `Scrubber.key_match` would, using the scrubber's caches.
     """
-    if _has_items(span, "_events") or _has_items(span, "_links") or span.status.description:
+    if span_has_items(span, "_events") or span_has_items(span, "_links") or span.status.description:
         return False
     if scrubber is not None and not (span.name in scrubber.plain_texts or scrubber.is_plain_text(span.name)):
         return False
@@ -135,14 +135,6 @@ def _untouched(span: ReadableSpan, scrubber: Scrubber | None, limits: Limits) ->
         if key not in keys and scrubber.key_match(key) is not None:
             return False
     return True
-
-
-def _has_items(span: ReadableSpan, private: str) -> bool:
-    raw = getattr(span, private, None)
-    if raw is None:
-        return True  # not the SDK's layout: let `_Cleaner` read the public properties
-    # The SDK's BoundedList wraps a deque whose len() is C-level; its own __len__ is Python.
-    return bool(len(getattr(raw, "_dq", raw)))
 
 
 def _plain(value: Any, short: int, scrubber: Scrubber | None) -> bool:
