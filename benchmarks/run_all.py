@@ -24,6 +24,7 @@ SCRIPTS = {
     "bench_openai.py": ([], ["--n", "20", "--rounds", "5"]),
     "bench_serve.py": ([], ["--spans", "20000"]),
     "bench_serve_ui.py": ([], ["--repeat", "2"]),
+    "bench_json.py": ([], ["--n", "2000"]),
     "bench_analyze.py": ([], ["--spans", "100000", "--repeat", "2"]),
     "bench_massgen.py": ([], ["--rounds", "3"]),
 }
