@@ -22,14 +22,6 @@ HERE = Path(__file__).parent
 MASTRACE = Path(sys.executable).parent / "mastrace"  # the command a user runs
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # MassGen's dependencies warn on import (authlib, litellm): not ours to turn into errors.
-    for item in items:
-        item.add_marker(pytest.mark.filterwarnings("ignore::DeprecationWarning"))
-        item.add_marker(pytest.mark.filterwarnings("ignore::PendingDeprecationWarning"))
-        item.add_marker(pytest.mark.filterwarnings("ignore:authlib.jose module is deprecated"))
-
-
 @dataclass
 class Run:
     """One MassGen run under `mastrace run`: where it wrote, what the server handed out."""
