@@ -156,6 +156,8 @@ def instrument(
         t = tracer if tracer is not None else get_tracer()  # tracers are cached and follow reconfigures
 
         def open_span(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            if not needs_args:  # a fixed name: `Tracer.span` alone (it skips all work when unconfigured)
+                return t.span(namer.template, static_attrs)
             if t._otel_tracer() is None:  # not configured: skip all work
                 return NOOP_SPAN
             values = None
@@ -177,7 +179,12 @@ def instrument(
             def sync_wrapper(
                 wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
             ) -> Any:
-                span = _safe_open(open_span, wrapped, instance, args, kwargs)
+                # try/except rather than `_safe_open` or a context manager: this runs on every call.
+                try:
+                    span = open_span(wrapped, instance, args, kwargs)
+                except Exception as exc:
+                    log_internal_error("instrument", exc)
+                    span = NOOP_SPAN
                 with span:
                     result = wrapped(*args, **kwargs)
                     if record_return and span is not NOOP_SPAN:
@@ -189,18 +196,20 @@ def instrument(
         if kind == "async":
 
             @wrapt.decorator
-            def async_wrapper(
+            async def async_wrapper(
                 wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
             ) -> Any:
-                async def run() -> Any:
-                    span = _safe_open(open_span, wrapped, instance, args, kwargs)
-                    with span:
-                        result = await wrapped(*args, **kwargs)
-                        if record_return and span is not NOOP_SPAN:
-                            span.set_attribute(semconv.MASTRACE_RETURN, result)
-                        return result
-
-                return run()
+                # The span opens when the coroutine starts, not when it is created.
+                try:
+                    span = open_span(wrapped, instance, args, kwargs)
+                except Exception as exc:
+                    log_internal_error("instrument", exc)
+                    span = NOOP_SPAN
+                with span:
+                    result = await wrapped(*args, **kwargs)
+                    if record_return and span is not NOOP_SPAN:
+                        span.set_attribute(semconv.MASTRACE_RETURN, result)
+                    return result
 
             return async_wrapper(fn)  # type: ignore[return-value]
 
