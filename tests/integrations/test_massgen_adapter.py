@@ -72,6 +72,7 @@ def test_message_templates_are_formatted_and_records_name_agents(mastrace_spans:
     LOGFIRE.info("Agent answer: agent1.1", agent_id="agent_a", answer_label="agent1.1")
     LOGFIRE.info("Agent vote: agent_b -> agent1.1", agent_id="agent_b", voted_for_label="agent1.1")
     LOGFIRE.info("Broken {template", x=1)
+    LOGFIRE.warn("Odd keys", level="high", name="n", msg_template="t")  # names of the API's own parameters
     restart = mastrace_spans.attributes("Agent restart: {agent_id} (reason: {reason})")
     assert restart["logfire.msg"] == "Agent restart: agent_a (reason: new answer)"
     assert restart["logfire.msg_template"] == "Agent restart: {agent_id} (reason: {reason})"
@@ -79,6 +80,8 @@ def test_message_templates_are_formatted_and_records_name_agents(mastrace_spans:
     vote = mastrace_spans.attributes("Agent vote: agent_b -> agent1.1")
     assert vote["massgen.voted_for"] == "agent_a" and vote["massgen.voted_for_label"] == "agent1.1"
     assert mastrace_spans.attributes("Broken {template")["logfire.msg"] == "Broken {template"
+    odd = mastrace_spans.attributes("Odd keys")
+    assert (odd["level"], odd["name"], odd["logfire.level_num"]) == ("high", "n", 13)
 
 
 @pytest.fixture(scope="module")
@@ -99,13 +102,14 @@ def test_the_sdk_call_takes_over_the_frameworks_llm_span(
         with LOGFIRE.span("agent.a.round_0", **{"massgen.agent_id": "a"}):
             with LOGFIRE.span(
                 "llm.chatcompletion.stream", **{"llm.provider": "chatcompletion", "llm.model": "m"}
-            ):
+            ) as held:
                 stream = client.chat.completions.create(
                     model="m",
                     messages=[{"role": "user", "content": "hi"}],
                     stream=True,
                     stream_options={"include_usage": True},
                 )
+                held.set_attribute("massgen.context_compression", False)  # set after the call started
             # The framework's block ended before the stream is read (as MassGen's does).
             text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
     finally:
@@ -115,6 +119,7 @@ def test_the_sdk_call_takes_over_the_frameworks_llm_span(
     assert mastrace_spans.names().count("llm.openai.stream") == 0  # one span per call, not two
     assert llm.attributes["llm.model"] == "m" and llm.attributes["gen_ai.usage.input_tokens"] == PROMPT_TOKENS
     assert llm.attributes["mastrace.stream.completed"] is True
+    assert llm.attributes["massgen.context_compression"] is False
     rnd = mastrace_spans.one("agent.a.round_0")
     assert mastrace_spans.parent_of(llm) is rnd
     assert (rnd.attributes["massgen.usage.input"], rnd.attributes["massgen.usage.output"]) == (

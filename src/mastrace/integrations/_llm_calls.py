@@ -46,6 +46,7 @@ class PendingLLMSpan:
     name: str
     attributes: dict[str, Any]
     claimed: int = 0
+    spans: list[Any] = field(default_factory=list)  # the call spans that took it over
 
 
 pending_llm_span: contextvars.ContextVar[PendingLLMSpan | None] = contextvars.ContextVar(
@@ -126,6 +127,8 @@ class Call:
                 provider=self.provider
             )
         self.span: Span | NoOpSpan = get_tracer("mastrace.llm").start_span(name, attrs)
+        if pending is not None:
+            pending.spans.append(self.span)
 
     def add_usage(self, usage: Any) -> None:
         """Take a usage object or dict from the response; counts reported in parts are merged."""

@@ -268,7 +268,7 @@ def _llm(name: str, attributes: Mapping[str, Any]) -> Iterator[Any]:
     pending = PendingLLMSpan(name, attrs)
     started = time.time_ns()
     token = pending_llm_span.set(pending)
-    holder = _Attributes(attrs)
+    holder = _Attributes(pending)
     error: BaseException | None = None
     try:
         yield holder
@@ -287,16 +287,20 @@ def _llm(name: str, attributes: Mapping[str, Any]) -> Iterator[Any]:
 
 
 class _Attributes:
-    """The span MassGen sees for a held-back LLM span: attributes go to whichever span records."""
+    """The span MassGen sees for a held-back LLM span: attributes go to whichever span records
+    (the SDK call spans that took it over, or the span recorded at the end)."""
 
-    def __init__(self, attrs: dict[str, Any]) -> None:
-        self._attrs = attrs
+    def __init__(self, pending: PendingLLMSpan) -> None:
+        self._pending = pending
 
     def set_attribute(self, key: str, value: Any) -> None:
-        self._attrs[key] = value
+        self._pending.attributes[key] = value
+        for span in self._pending.spans:
+            span.set_attribute(key, value)
 
     def set_attributes(self, attributes: Mapping[str, Any]) -> None:
-        self._attrs.update(attributes)
+        for key, value in attributes.items():
+            self.set_attribute(key, value)
 
     def record_exception(self, exc: BaseException, *args: Any, **kwargs: Any) -> None:
         return None
@@ -352,7 +356,8 @@ class _Logfire:
             attrs.setdefault(semconv.LOGFIRE_MSG, msg_template)
             _link_vote(attrs)
             attrs[semconv.LOGFIRE_LEVEL_NUM] = _LEVELS.get(level, semconv.LEVEL_INFO)
-            _tracer().event(msg_template, level="error" if level in ("error", "fatal") else "info", **attrs)
+            # A mapping, not keywords: MassGen's keys may be any name, `level` and `name` included.
+            _tracer()._log(msg_template, attrs, level="error" if level in ("error", "fatal") else "info")
 
     def trace(self, msg_template: str, /, **attributes: Any) -> None:
         self._log("trace", msg_template, attributes)
