@@ -198,6 +198,12 @@ def test_filters_by_agent_round_errors_text_and_attribute_value(server: IntakeSe
     page.press("#attr", "Enter")
     page.wait_for_function("document.querySelectorAll('.row').length === 2")
     assert names() == ["llm.openai.stream agent_b 0", "llm.openai.stream agent_b 1"]
+    page.fill("#attr", "no-such-value")
+    page.press("#attr", "Enter")
+    page.wait_for_function("document.querySelectorAll('.row').length === 0")  # nothing matches: no rows
+    page.fill("#attr", "")
+    page.press("#attr", "Enter")
+    page.wait_for_function("document.querySelectorAll('.row').length === 10")
 
 
 def test_runs_list_filters_by_time_range(server: IntakeServer, page: Page) -> None:
