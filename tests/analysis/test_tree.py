@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mastrace.analysis import SpanRow, TraceStore, render_tree
+from mastrace.analysis import SpanRow, TraceStore, render_trace, render_tree
 from mastrace.analysis._tree import build_tree, walk
 
 from .conftest import TraceWriter
@@ -82,3 +82,24 @@ def test_max_spans_cuts_the_output_with_a_note() -> None:
     text = render_tree(rows, max_spans=3)
     assert text.splitlines()[-1] == "… 3 more span(s) not shown (raise --max-spans)"
     assert len(text.splitlines()) == 4
+
+
+def test_render_trace_prints_what_render_tree_prints_at_every_cut(tmp_path: Path) -> None:
+    """`render_trace` reads only the printed spans in full; its text is `render_tree`'s, also when
+    the limit cuts through a list of siblings or an orphan's subtree."""
+    writer = TraceWriter(tmp_path / "store")
+    writer.span("root", "coordination.session", 0, 100)
+    for a in range(3):
+        writer.span(f"r{a}", f"agent.a{a}.round_0", 1 + a, 60 + a, "root", **{"massgen.agent_id": f"a{a}"})
+        for c in range(4):
+            writer.span(f"c{a}{c}", f"llm.openai.stream {a}.{c}", 2 + a + c, 5 + a + c, f"r{a}")
+    writer.span("tie1", "tie", 70, 80, "root")
+    writer.span("tie2", "tie", 70, 80, "root")  # same start and end: ordered by span id
+    writer.provider.shutdown()
+    with TraceStore(tmp_path / "store") as store:
+        trace_id = store.resolve("latest")
+        everything = store.spans(trace_id)
+        for limit in (None, 1, 2, 3, 7, 8, 15, 17, 18, 100):
+            assert render_trace(store, trace_id, max_spans=limit) == render_tree(
+                everything, max_spans=limit
+            ), limit

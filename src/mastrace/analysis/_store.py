@@ -96,6 +96,9 @@ ORDER BY start_timestamp, span_id
 """
 _SPANS_SQL = _SPAN_SKELETON.format(details="," + _SPAN_DETAILS, only="")
 _LIGHT_SPANS_SQL = _SPAN_SKELETON.format(details="", only="")
+_SOME_SPANS_SQL = _SPAN_SKELETON.format(
+    details="," + _SPAN_DETAILS, only=" AND span_id IN (SELECT unnest(CAST(? AS VARCHAR[])))"
+)
 _DETAILS_SQL = f"""
 SELECT span_id, {_SPAN_DETAILS}
 FROM records
@@ -374,7 +377,9 @@ class TraceStore:
         return [str(r["trace_id"]) for r in self.rows(_SESSIONS_SQL.format(table=table), [limit])]
 
     # -- spans -------------------------------------------------------------------------------------
-    def spans(self, trace_id: str, *, details: bool = True) -> list[SpanRow]:
+    def spans(
+        self, trace_id: str, *, details: bool = True, only: Sequence[str] | None = None
+    ) -> list[SpanRow]:
         """Every span of `trace_id`, ordered by start time.
 
         Args:
@@ -382,10 +387,13 @@ class TraceStore:
             details: Also read attributes, events, links, stack traces and resources. Without
                 them a trace of a million spans reads in seconds; `fill()` adds them to the few
                 spans a view shows.
+            only: Read just these span ids (with details), e.g. the spans a view prints.
 
         Raises:
             StoreError: The trace has no spans in the store.
         """
+        if only is not None:
+            return [_span_row(row) for row in self.rows(_SOME_SPANS_SQL, [trace_id, list(only)])]
         found = [_span_row(row) for row in self.rows(_SPANS_SQL if details else _LIGHT_SPANS_SQL, [trace_id])]
         if not found:
             self.require_trace(trace_id, found=False)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from itertools import islice
 from typing import Any
 
 from .. import semconv
@@ -139,7 +138,10 @@ def render_tree(
     roots = build_tree(spans) if roots is None else roots
     if not roots:
         return ""
-    origin = min(s.start_us for s in spans)
+    return _render(roots, len(spans), min(s.start_us for s in spans), max_spans)
+
+
+def _render(roots: Sequence[TreeNode], total: int, origin: int, max_spans: int | None) -> str:
     lines: list[str] = []
     # Each stack entry: node, the indentation before its branch, whether it is the last sibling, is root.
     stack: list[tuple[TreeNode, str, bool, bool]] = [(r, "", True, True) for r in reversed(roots)]
@@ -147,7 +149,7 @@ def render_tree(
     while stack:
         node, indent, last, is_root = stack.pop()
         if max_spans is not None and shown >= max_spans:
-            lines.append(f"… {len(spans) - shown} more span(s) not shown (raise --max-spans)")
+            lines.append(f"… {total - shown} more span(s) not shown (raise --max-spans)")
             break
         branch = "" if is_root else ("└── " if last else "├── ")
         lines.append(f"{indent}{branch}{_line(node, origin)}")
@@ -156,6 +158,14 @@ def render_tree(
         for i, child in enumerate(reversed(node.children)):
             stack.append((child, child_indent, i == 0, False))
     return "\n".join(lines) + "\n"
+
+
+# The hierarchy only: ids, in the order `build_tree` sorts siblings (start, end, span id).
+_SKELETON_SQL = """
+SELECT span_id, parent_span_id, epoch_us(start_timestamp) AS start_us
+FROM records WHERE trace_id = ?
+ORDER BY start_timestamp, end_timestamp, span_id
+"""
 
 
 def render_trace(store: TraceStore, trace_id: str, *, max_spans: int | None = 2000) -> str:
@@ -169,10 +179,38 @@ def render_trace(store: TraceStore, trace_id: str, *, max_spans: int | None = 20
         trace_id: The trace (see `TraceStore.resolve`).
         max_spans: Print at most this many spans (None: all).
     """
-    spans = store.spans(trace_id, details=False)
-    roots = build_tree(spans)
-    store.fill(trace_id, [node.span for node in islice(walk(roots), max_spans)])
-    return render_tree(spans, max_spans=max_spans, roots=roots)
+    _, rows = store.table(_SKELETON_SQL, [trace_id])
+    if not rows:
+        store.require_trace(trace_id, found=False)
+    present = {row[0] for row in rows}
+    children: dict[str, list[str]] = {}
+    top: list[str] = []
+    for span_id, parent, _start in rows:
+        if parent is None or parent == span_id or parent not in present:
+            top.append(span_id)
+        else:
+            children.setdefault(parent, []).append(span_id)
+    del present
+    # The spans printed: the first `max_spans` in depth-first order, read in full; the rest stays ids.
+    chosen: list[str] = []
+    stack = list(reversed(top))
+    while stack and (max_spans is None or len(chosen) < max_spans):
+        span_id = stack.pop()
+        chosen.append(span_id)
+        stack.extend(reversed(children.get(span_id, ())))
+    full = {span.span_id: span for span in store.spans(trace_id, only=chosen)}
+    nodes: dict[str, TreeNode] = {}
+
+    def node(span_id: str) -> TreeNode:
+        found = nodes.get(span_id)
+        if found is None:  # a sibling past the limit: never printed, only counted as a branch
+            span = full.get(span_id) or SpanRow(trace_id, span_id, None, "", 0, 0, 0.0)
+            found = nodes[span_id] = TreeNode(span)
+        return found
+
+    for span_id in chosen:
+        node(span_id).children = [node(child) for child in children.get(span_id, ())]
+    return _render([node(r) for r in top], len(rows), rows[0][2], max_spans)
 
 
 def render_runs(runs: Sequence[RunSummary]) -> str:
