@@ -433,13 +433,16 @@ def usage_attributes(usage: Usage, *, massgen: bool = True, gen_ai: bool = True)
 class UsageAccumulator:
     """A thread-safe running sum of usage, optionally split by label (e.g. agent id)."""
 
-    __slots__ = ("_by_label", "_lock", "_total", "count", "label")
+    __slots__ = ("_by_label", "_lock", "_own", "_total", "count", "label")
 
     def __init__(self, label: str | None = None) -> None:
         self.label = label
         self._lock = threading.Lock()
         self._total: Usage = Usage()
         self._by_label: dict[str, Usage] = {}
+        # Records labelled with this accumulator's own label (an agent round's, mostly all of them):
+        # kept as they are and summed only when `by_label()` is asked, not on every record.
+        self._own: list[Usage] = []
         self.count = 0
 
     def add(self, usage: Usage, source: object = None, label: str | None = None) -> None:
@@ -447,7 +450,11 @@ class UsageAccumulator:
         with self._lock:
             self._total = self._total + usage
             self.count += 1
-            if label is not None:
+            if label is None:
+                return
+            if label == self.label:
+                self._own.append(usage)
+            else:
                 self._by_label[label] = self._by_label.get(label, Usage()) + usage
 
     @property
@@ -459,7 +466,10 @@ class UsageAccumulator:
     def by_label(self) -> dict[str, Usage]:
         """The sum so far per label."""
         with self._lock:
-            return dict(self._by_label)
+            out = dict(self._by_label)
+            if self._own and self.label is not None:
+                out[self.label] = sum(self._own, Usage())
+            return out
 
 
 class UsageSink(Protocol):
