@@ -30,7 +30,14 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from mastrace.analysis import TraceStore, build_report, render_markdown, render_runs, render_trace
+from mastrace.analysis import (
+    TraceStore,
+    build_report,
+    render_markdown,
+    render_runs,
+    render_trace,
+    render_trace_html,
+)
 from mastrace.store import connect
 from mastrace.store._schema import ROOTS_DIR, SEGMENT_SUFFIX, SEGMENTS_DIR
 
@@ -169,6 +176,14 @@ def time_tree(path: Path, trace: str) -> float:
     return time.perf_counter() - started
 
 
+def time_view(path: Path, trace: str) -> float:
+    """Seconds for what `mastrace view TRACE` does (its default 20,000 spans drawn), minus start-up."""
+    started = time.perf_counter()
+    with TraceStore(path) as store:
+        render_trace_html(store, store.resolve(trace))
+    return time.perf_counter() - started
+
+
 def time_runs(path: Path) -> float:
     """Seconds for what `mastrace runs` does, minus start-up."""
     started = time.perf_counter()
@@ -196,11 +211,19 @@ def main() -> None:
         count = write_store(path, args.spans, roots=not args.no_roots)
         print(f"wrote {count:,} spans in {time.perf_counter() - started:.1f} s to {path}")
         time_scan(path)  # warm the page cache, so every variant reads from memory
-        timings: dict[str, list[float]] = {"latest": [], "by id": [], "tree": [], "runs": [], "scan": []}
+        timings: dict[str, list[float]] = {
+            "latest": [],
+            "by id": [],
+            "tree": [],
+            "view": [],
+            "runs": [],
+            "scan": [],
+        }
         for _ in range(args.repeat):  # interleaved: each variant sees the same background load
             timings["latest"].append(time_analyze(path, "latest"))
             timings["by id"].append(time_analyze(path, TRACE_ID))
             timings["tree"].append(time_tree(path, "latest"))
+            timings["view"].append(time_view(path, "latest"))
             timings["runs"].append(time_runs(path))
             timings["scan"].append(time_scan(path))
         scan, scan_best = statistics.median(timings["scan"]), min(timings["scan"])
@@ -209,6 +232,7 @@ def main() -> None:
             ("latest", "analyze latest (resolve + report)", TARGET_RATIO),
             ("by id", "analyze TRACE_ID (report only)", TARGET_RATIO),
             ("tree", "tree latest (2,000 lines)", TREE_TARGET_RATIO),
+            ("view", "view latest (20,000 spans drawn)", TREE_TARGET_RATIO),
             ("runs", "runs", TREE_TARGET_RATIO),
         )
         for name, label, target in labels:

@@ -72,3 +72,26 @@ def test_values_cannot_close_the_script_tag() -> None:
     html = render_html([row])
     assert html.count("</script>") == 2
     assert "\\u003c/script\\u003e" in html
+
+
+def test_render_trace_html_draws_what_render_html_draws(tmp_path: Path) -> None:
+    """Read from the store with only the drawn spans in full, the page is `render_html`'s."""
+    from mastrace.analysis import render_trace_html
+
+    from .conftest import TraceWriter
+
+    writer = TraceWriter(tmp_path / "store")
+    writer.span("root", "coordination.session", 0, 100)
+    for a in range(3):
+        writer.span(f"r{a}", f"agent.a{a}.round_0", 1 + a, 60 + a, "root", **{"massgen.agent_id": f"a{a}"})
+        for c in range(3):
+            error = RuntimeError("boom") if (a, c) == (2, 2) else None
+            writer.span(f"c{a}{c}", f"llm.openai.stream {a}.{c}", 2 + a + c, 5 + a + c, f"r{a}", error=error)
+    writer.provider.shutdown()
+    with TraceStore(tmp_path / "store") as store:
+        trace_id = store.resolve("latest")
+        everything = store.spans(trace_id)
+        for limit in (1, 5, 9, 13, 20_000):
+            assert render_trace_html(store, trace_id, max_spans=limit) == render_html(
+                everything, max_spans=limit
+            )

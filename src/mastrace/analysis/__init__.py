@@ -16,7 +16,7 @@ Example:
 from __future__ import annotations
 
 from ._diff import RunDiff, diff_reports, render_diff
-from ._html import render_html
+from ._html import render_html, render_trace_html
 from ._markdown import render_markdown
 from ._model import Report
 from ._report import build_report
@@ -36,5 +36,6 @@ __all__ = [
     "render_markdown",
     "render_runs",
     "render_trace",
+    "render_trace_html",
     "render_tree",
 ]

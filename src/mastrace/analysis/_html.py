@@ -14,11 +14,12 @@ from collections.abc import Sequence
 from importlib.resources import files
 from typing import Any
 
+from .. import semconv
 from ._kinds import format_duration, span_category
-from ._store import SpanRow
-from ._tree import TreeNode, build_tree, walk
+from ._store import SpanRow, TraceStore
+from ._tree import TreeNode, build_tree, read_prefix, walk
 
-__all__ = ["DEFAULT_MAX_SPANS", "render_html"]
+__all__ = ["DEFAULT_MAX_SPANS", "render_html", "render_trace_html"]
 
 DEFAULT_MAX_SPANS = 20_000
 _INDENT_PX = 14
@@ -129,6 +130,29 @@ def render_html(spans: Sequence[SpanRow], *, max_spans: int = DEFAULT_MAX_SPANS)
     nodes = list(walk(build_tree(spans)))[:max_spans]
     origin = min((s.start_us for s in spans), default=0)
     end = max((s.end_us for s in spans), default=origin)
+    errors = sum(1 for s in spans if s.is_error)
+    return _page(nodes, spans[0].trace_id if spans else "-", len(spans), errors, origin, end)
+
+
+_TRACE_STATS_SQL = f"""
+SELECT max(epoch_us(end_timestamp)) AS end_us,
+       count_if(otel_status_code = 'ERROR' OR is_exception OR level >= {semconv.LEVEL_ERROR}) AS errors
+FROM records WHERE trace_id = ?
+"""
+
+
+def render_trace_html(store: TraceStore, trace_id: str, *, max_spans: int = DEFAULT_MAX_SPANS) -> str:
+    """`render_html` of a trace read from `store`, reading only the drawn spans in full.
+
+    A trace of a million spans gives its page (the first `max_spans` spans) in seconds, with memory
+    that grows with what is drawn, not with the trace.
+    """
+    prefix = read_prefix(store, trace_id, max_spans)
+    (end, errors), *_ = store.table(_TRACE_STATS_SQL, [trace_id])[1]
+    return _page(prefix.shown, trace_id, prefix.total, int(errors or 0), prefix.origin_us, int(end))
+
+
+def _page(nodes: Sequence[TreeNode], trace_id: str, total: int, errors: int, origin: int, end: int) -> str:
     total_us = max(1, end - origin)
     rows, data = [], {}
     for node in nodes:
@@ -137,14 +161,10 @@ def render_html(spans: Sequence[SpanRow], *, max_spans: int = DEFAULT_MAX_SPANS)
         data[node.span.span_id] = _span_data(node.span, category, origin)
     root = nodes[0].span if nodes else None
     title = root.label if root else "empty trace"
-    errors = sum(1 for s in spans if s.is_error)
-    meta = (
-        f"trace {spans[0].trace_id if spans else '-'} · {format_duration(total_us / 1e6)} · "
-        f"{len(spans)} spans · {errors} with errors"
-    )
+    meta = f"trace {trace_id} · {format_duration(total_us / 1e6)} · {total} spans · {errors} with errors"
     note = ""
-    if len(spans) > len(nodes):
-        note = f'<div class="note">Showing {len(nodes)} of {len(spans)} spans.</div>'
+    if total > len(nodes):
+        note = f'<div class="note">Showing {len(nodes)} of {total} spans.</div>'
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'

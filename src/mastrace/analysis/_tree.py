@@ -12,7 +12,17 @@ from .._texttable import text_table
 from ._kinds import format_duration, format_value
 from ._store import RunSummary, SpanRow, TraceStore
 
-__all__ = ["TreeNode", "build_tree", "key_attributes", "render_runs", "render_trace", "render_tree", "walk"]
+__all__ = [
+    "TracePrefix",
+    "TreeNode",
+    "build_tree",
+    "key_attributes",
+    "read_prefix",
+    "render_runs",
+    "render_trace",
+    "render_tree",
+    "walk",
+]
 
 # (label, attribute keys tried in order) shown after a span's name.
 _KEY_ATTRIBUTES: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -168,16 +178,28 @@ ORDER BY start_timestamp, end_timestamp, span_id
 """
 
 
-def render_trace(store: TraceStore, trace_id: str, *, max_spans: int | None = 2000) -> str:
-    """`render_tree` of a trace read from `store`, reading attributes only for the printed spans.
+@dataclass
+class TracePrefix:
+    """The first spans of a trace in depth-first order, read in full; the rest counted, not read.
 
-    A trace of a million spans prints its first `max_spans` lines in seconds, with memory that
-    grows with what is printed, not with the trace.
+    Attributes:
+        roots: The root nodes; a node's children past the prefix are placeholders never shown.
+        shown: The prefix's nodes in depth-first order, with their depths set.
+        total: How many spans the trace has.
+        origin_us: The trace's earliest start.
+    """
 
-    Args:
-        store: The open store.
-        trace_id: The trace (see `TraceStore.resolve`).
-        max_spans: Print at most this many spans (None: all).
+    roots: list[TreeNode]
+    shown: list[TreeNode]
+    total: int
+    origin_us: int
+
+
+def read_prefix(store: TraceStore, trace_id: str, max_spans: int | None) -> TracePrefix:
+    """Read a trace's hierarchy as ids, then only its first `max_spans` spans (None: all) in full.
+
+    A trace of a million spans is read in seconds, with memory that grows with what is shown.
+    The order is `build_tree`'s: siblings by start, end and span id; orphans are roots.
     """
     _, rows = store.table(_SKELETON_SQL, [trace_id])
     if not rows:
@@ -191,26 +213,44 @@ def render_trace(store: TraceStore, trace_id: str, *, max_spans: int | None = 20
         else:
             children.setdefault(parent, []).append(span_id)
     del present
-    # The spans printed: the first `max_spans` in depth-first order, read in full; the rest stays ids.
-    chosen: list[str] = []
-    stack = list(reversed(top))
+    chosen: list[tuple[str, int]] = []
+    stack = [(r, 0) for r in reversed(top)]
     while stack and (max_spans is None or len(chosen) < max_spans):
-        span_id = stack.pop()
-        chosen.append(span_id)
-        stack.extend(reversed(children.get(span_id, ())))
-    full = {span.span_id: span for span in store.spans(trace_id, only=chosen)}
+        span_id, depth = stack.pop()
+        chosen.append((span_id, depth))
+        stack.extend((child, depth + 1) for child in reversed(children.get(span_id, ())))
+    full = {span.span_id: span for span in store.spans(trace_id, only=[i for i, _ in chosen])}
     nodes: dict[str, TreeNode] = {}
 
     def node(span_id: str) -> TreeNode:
         found = nodes.get(span_id)
-        if found is None:  # a sibling past the limit: never printed, only counted as a branch
+        if found is None:  # a sibling past the limit: never shown, only drawn as a branch
             span = full.get(span_id) or SpanRow(trace_id, span_id, None, "", 0, 0, 0.0)
             found = nodes[span_id] = TreeNode(span)
         return found
 
-    for span_id in chosen:
-        node(span_id).children = [node(child) for child in children.get(span_id, ())]
-    return _render([node(r) for r in top], len(rows), rows[0][2], max_spans)
+    shown = []
+    for span_id, depth in chosen:
+        current = node(span_id)
+        current.depth = depth
+        current.children = [node(child) for child in children.get(span_id, ())]
+        shown.append(current)
+    return TracePrefix([node(r) for r in top], shown, len(rows), rows[0][2])
+
+
+def render_trace(store: TraceStore, trace_id: str, *, max_spans: int | None = 2000) -> str:
+    """`render_tree` of a trace read from `store`, reading attributes only for the printed spans.
+
+    A trace of a million spans prints its first `max_spans` lines in seconds, with memory that
+    grows with what is printed, not with the trace.
+
+    Args:
+        store: The open store.
+        trace_id: The trace (see `TraceStore.resolve`).
+        max_spans: Print at most this many spans (None: all).
+    """
+    prefix = read_prefix(store, trace_id, max_spans)
+    return _render(prefix.roots, prefix.total, prefix.origin_us, max_spans)
 
 
 def render_runs(runs: Sequence[RunSummary]) -> str:

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import TextIO
 
-from ..analysis import build_report, diff_reports, render_diff, render_html, render_markdown
+from ..analysis import build_report, diff_reports, render_diff, render_markdown, render_trace_html
 from ._commands import open_store
 from ._export import to_jaeger_json, to_otlp_json
 from ._output import json_default, progress, write_output
@@ -41,8 +41,11 @@ def cmd_view(args: argparse.Namespace, out: TextIO) -> int:
     """Write a self-contained HTML waterfall of a trace."""
     with open_store(args) as store, progress("rendering"):
         trace_id = store.resolve(args.trace)
-        spans = store.spans(trace_id)
-        page = render_html(spans) if args.max_spans is None else render_html(spans, max_spans=args.max_spans)
+        page = (
+            render_trace_html(store, trace_id)
+            if args.max_spans is None
+            else render_trace_html(store, trace_id, max_spans=args.max_spans)
+        )
     path = write_output(page, args.output, DEFAULT_VIEW, out)
     _wrote(path, "the trace view", trace_id, out)
     return 0

@@ -69,7 +69,7 @@ def ui_routes(store: Path) -> list[Any]:
     from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
     from starlette.routing import Route
 
-    from ..analysis import TraceStore, build_report, diff_reports, render_html, render_markdown
+    from ..analysis import TraceStore, build_report, diff_reports, render_markdown, render_trace_html
     from ..exceptions import StoreError
 
     assets = files(__package__) / "assets"
@@ -148,7 +148,7 @@ def ui_routes(store: Path) -> list[Any]:
 
     def read_view(trace_id: str) -> str:
         with TraceStore(store) as traces:
-            return render_html(traces.spans(traces.resolve(trace_id)))
+            return render_trace_html(traces, traces.resolve(trace_id))
 
     def read_report(trace_id: str) -> str:
         with TraceStore(store) as traces:
