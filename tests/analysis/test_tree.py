@@ -103,3 +103,46 @@ def test_render_trace_prints_what_render_tree_prints_at_every_cut(tmp_path: Path
             assert render_trace(store, trace_id, max_spans=limit) == render_tree(
                 everything, max_spans=limit
             ), limit
+
+
+def test_render_trace_handles_orphans_self_parents_and_cycles_like_render_tree(tmp_path: Path) -> None:
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.trace import SpanContext, TraceFlags
+
+    from mastrace.store import LocalStoreExporter
+
+    trace_id = 0xABC
+    flags = TraceFlags(TraceFlags.SAMPLED)
+
+    def span(span_id: int, parent: int | None, start: int) -> ReadableSpan:
+        return ReadableSpan(
+            name=f"s{span_id}",
+            context=SpanContext(trace_id, span_id, False, flags),
+            parent=SpanContext(trace_id, parent, False, flags) if parent else None,
+            resource=Resource({}),
+            attributes={},
+            start_time=start * 1_000_000,
+            end_time=start * 1_000_000 + 500_000,
+        )
+
+    exporter = LocalStoreExporter(tmp_path / "store")
+    exporter.export(
+        [
+            span(1, None, 1),
+            span(2, 1, 2),
+            span(3, 99, 3),  # parent not in the trace: a root
+            span(4, 3, 4),
+            span(5, 5, 5),  # its own parent: a root
+            span(6, 7, 6),  # 6 and 7 are each other's parent: never reached from a root
+            span(7, 6, 7),
+        ]
+    )
+    exporter.shutdown()
+    with TraceStore(tmp_path / "store") as store:
+        tid = store.resolve("latest")
+        everything = store.spans(tid)
+        for limit in (None, 1, 2, 3, 4, 5, 6):
+            assert render_trace(store, tid, max_spans=limit) == render_tree(everything, max_spans=limit), (
+                limit
+            )

@@ -134,9 +134,8 @@ def render_html(spans: Sequence[SpanRow], *, max_spans: int = DEFAULT_MAX_SPANS)
     return _page(nodes, spans[0].trace_id if spans else "-", len(spans), errors, origin, end)
 
 
-_TRACE_STATS_SQL = f"""
-SELECT max(epoch_us(end_timestamp)) AS end_us,
-       count_if(otel_status_code = 'ERROR' OR is_exception OR level >= {semconv.LEVEL_ERROR}) AS errors
+_TRACE_ERRORS_SQL = f"""
+SELECT count_if(otel_status_code = 'ERROR' OR is_exception OR level >= {semconv.LEVEL_ERROR})
 FROM records WHERE trace_id = ?
 """
 
@@ -148,8 +147,8 @@ def render_trace_html(store: TraceStore, trace_id: str, *, max_spans: int = DEFA
     that grows with what is drawn, not with the trace.
     """
     prefix = read_prefix(store, trace_id, max_spans)
-    (end, errors), *_ = store.table(_TRACE_STATS_SQL, [trace_id])[1]
-    return _page(prefix.shown, trace_id, prefix.total, int(errors or 0), prefix.origin_us, int(end))
+    errors = store.table(_TRACE_ERRORS_SQL, [trace_id])[1][0][0]
+    return _page(prefix.shown, trace_id, prefix.total, int(errors or 0), prefix.origin_us, prefix.end_us)
 
 
 def _page(nodes: Sequence[TreeNode], trace_id: str, total: int, errors: int, origin: int, end: int) -> str:

@@ -170,11 +170,40 @@ def _render(roots: Sequence[TreeNode], total: int, origin: int, max_spans: int |
     return "\n".join(lines) + "\n"
 
 
-# The hierarchy only: ids, in the order `build_tree` sorts siblings (start, end, span id).
-_SKELETON_SQL = """
-SELECT span_id, parent_span_id, epoch_us(start_timestamp) AS start_us
+# The first spans of a trace in depth-first order, computed by DuckDB: each span's path of sibling
+# ranks (start, end, span id, as `build_tree` sorts) orders the tree; a span whose parent is not in
+# the trace is a root. Each row says the span's depth and whether it is the last of its siblings.
+_PREFIX_SQL = """
+WITH RECURSIVE s AS (
+    SELECT span_id, parent_span_id AS parent, start_timestamp, end_timestamp,
+           row_number() OVER (ORDER BY start_timestamp, end_timestamp, span_id) AS rk
+    FROM records WHERE trace_id = ?
+), ids AS (SELECT DISTINCT span_id FROM s),
+top AS (
+    SELECT span_id, rk FROM s
+    WHERE parent IS NULL OR parent = span_id OR parent NOT IN (SELECT span_id FROM ids)
+), kids AS (
+    SELECT span_id, parent, rk FROM s
+    WHERE parent <> span_id AND parent IN (SELECT span_id FROM ids)
+), last AS (
+    SELECT rk, rk = max(rk) OVER (PARTITION BY parent) AS is_last FROM kids
+    UNION ALL
+    SELECT rk, rk = max(rk) OVER () AS is_last FROM top
+), t(span_id, path) AS (
+    SELECT span_id, [rk] FROM top
+    UNION ALL
+    SELECT k.span_id, list_append(t.path, k.rk) FROM kids AS k JOIN t ON k.parent = t.span_id
+)
+SELECT t.span_id, len(t.path) - 1 AS depth, last.is_last,
+       (SELECT count(*) FROM s), (SELECT epoch_us(min(start_timestamp)) FROM s),
+       (SELECT epoch_us(max(end_timestamp)) FROM s)
+FROM t JOIN last ON last.rk = t.path[-1]
+ORDER BY t.path
+LIMIT ?
+"""
+_PREFIX_TOTALS_SQL = """
+SELECT count(*), epoch_us(min(start_timestamp)), epoch_us(max(end_timestamp))
 FROM records WHERE trace_id = ?
-ORDER BY start_timestamp, end_timestamp, span_id
 """
 
 
@@ -183,66 +212,55 @@ class TracePrefix:
     """The first spans of a trace in depth-first order, read in full; the rest counted, not read.
 
     Attributes:
-        roots: The root nodes; a node's children past the prefix are placeholders never shown.
         shown: The prefix's nodes in depth-first order, with their depths set.
+        last: For each of them, whether it is the last of its siblings.
         total: How many spans the trace has.
         origin_us: The trace's earliest start.
+        end_us: The trace's latest end.
+        truncated: Whether spans reachable from a root were left out.
     """
 
-    roots: list[TreeNode]
     shown: list[TreeNode]
+    last: list[bool]
     total: int
     origin_us: int
+    end_us: int
+    truncated: bool = False
 
 
 def read_prefix(store: TraceStore, trace_id: str, max_spans: int | None) -> TracePrefix:
-    """Read a trace's hierarchy as ids, then only its first `max_spans` spans (None: all) in full.
+    """Read the first `max_spans` spans (None: all) of a trace in depth-first order, in full.
 
-    A trace of a million spans is read in seconds, with memory that grows with what is shown.
+    The order comes from DuckDB and only those spans are read into Python: a trace of a million
+    spans gives its first lines in about a second, with memory that grows with what is shown.
     The order is `build_tree`'s: siblings by start, end and span id; orphans are roots.
     """
-    _, rows = store.table(_SKELETON_SQL, [trace_id])
-    if not rows:
-        store.require_trace(trace_id, found=False)
-    present = {row[0] for row in rows}
-    children: dict[str, list[str]] = {}
-    top: list[str] = []
-    for span_id, parent, _start in rows:
-        if parent is None or parent == span_id or parent not in present:
-            top.append(span_id)
-        else:
-            children.setdefault(parent, []).append(span_id)
-    del present
-    chosen: list[tuple[str, int]] = []
-    stack = [(r, 0) for r in reversed(top)]
-    while stack and (max_spans is None or len(chosen) < max_spans):
-        span_id, depth = stack.pop()
-        chosen.append((span_id, depth))
-        stack.extend((child, depth + 1) for child in reversed(children.get(span_id, ())))
-    full = {span.span_id: span for span in store.spans(trace_id, only=[i for i, _ in chosen])}
-    nodes: dict[str, TreeNode] = {}
-
-    def node(span_id: str) -> TreeNode:
-        found = nodes.get(span_id)
-        if found is None:  # a sibling past the limit: never shown, only drawn as a branch
-            span = full.get(span_id) or SpanRow(trace_id, span_id, None, "", 0, 0, 0.0)
-            found = nodes[span_id] = TreeNode(span)
-        return found
-
+    # One more than asked: whether spans reachable from a root were left out (not just unreachable ones).
+    limit = (1 << 62) if max_spans is None else max(0, max_spans) + 1
+    _, rows = store.table(_PREFIX_SQL, [trace_id, limit])
+    truncated = max_spans is not None and len(rows) > max_spans
+    if truncated:
+        rows = rows[: max(0, max_spans or 0)]
+    if rows:  # every row carries the trace's totals: one pass over the store, not two
+        total, origin, end = rows[0][3:6]
+    else:
+        _, totals = store.table(_PREFIX_TOTALS_SQL, [trace_id])
+        total, origin, end = totals[0] if totals else (0, None, None)
+        if not total:
+            store.require_trace(trace_id, found=False)
+    full = {span.span_id: span for span in store.spans(trace_id, only=[r[0] for r in rows])}
     shown = []
-    for span_id, depth in chosen:
-        current = node(span_id)
-        current.depth = depth
-        current.children = [node(child) for child in children.get(span_id, ())]
-        shown.append(current)
-    return TracePrefix([node(r) for r in top], shown, len(rows), rows[0][2])
+    for span_id, depth, _last, *_totals in rows:
+        span = full.get(span_id) or SpanRow(trace_id, span_id, None, "", 0, 0, 0.0)
+        shown.append(TreeNode(span, int(depth)))
+    return TracePrefix(shown, [bool(r[2]) for r in rows], int(total), int(origin), int(end), truncated)
 
 
 def render_trace(store: TraceStore, trace_id: str, *, max_spans: int | None = 2000) -> str:
-    """`render_tree` of a trace read from `store`, reading attributes only for the printed spans.
+    """`render_tree` of a trace read from `store`, reading only the printed spans.
 
-    A trace of a million spans prints its first `max_spans` lines in seconds, with memory that
-    grows with what is printed, not with the trace.
+    A trace of a million spans prints its first `max_spans` lines in about two seconds, with
+    memory that grows with what is printed, not with the trace.
 
     Args:
         store: The open store.
@@ -250,7 +268,19 @@ def render_trace(store: TraceStore, trace_id: str, *, max_spans: int | None = 20
         max_spans: Print at most this many spans (None: all).
     """
     prefix = read_prefix(store, trace_id, max_spans)
-    return _render(prefix.roots, prefix.total, prefix.origin_us, max_spans)
+    lines: list[str] = []
+    # The indentation each open ancestor adds (depth 1 and below): blank under a last sibling.
+    rails: list[str] = []
+    for node, last in zip(prefix.shown, prefix.last, strict=True):
+        depth = node.depth
+        del rails[max(0, depth - 1) :]
+        branch = "" if depth == 0 else ("└── " if last else "├── ")
+        lines.append(f"{''.join(rails)}{branch}{_line(node, prefix.origin_us)}")
+        if depth > 0:
+            rails.append("    " if last else "│   ")
+    if prefix.truncated:
+        lines.append(f"… {prefix.total - len(prefix.shown)} more span(s) not shown (raise --max-spans)")
+    return "\n".join(lines) + "\n" if lines else ""
 
 
 def render_runs(runs: Sequence[RunSummary]) -> str:
