@@ -108,7 +108,7 @@ def test_enums_become_their_values() -> None:
 
 def test_dates_and_durations() -> None:
     """Datetimes, dates and times become ISO strings; durations become seconds."""
-    moment = datetime.datetime(2025, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)
+    moment = datetime.datetime(2025, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc)
     value = [moment, moment.date(), moment.time(), datetime.timedelta(minutes=1, milliseconds=500)]
     assert to_json_value(value) == ["2025-01-02T03:04:05+00:00", "2025-01-02", "03:04:05", 60.5]
 

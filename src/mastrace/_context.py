@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import os
+import sys
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping, MutableMapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -69,7 +70,10 @@ def create_task(coro: Coroutine[Any, Any, T], *, name: str | None = None) -> asy
     except RuntimeError:
         raise RuntimeError("mastrace.create_task() needs a running event loop") from None
     ctx = contextvars.copy_context()
-    return loop.create_task(coro, name=name, context=ctx)
+    if sys.version_info >= (3, 11):
+        return loop.create_task(coro, name=name, context=ctx)
+    # Python 3.10 has no `context=`: a task copies the context current when it is created.
+    return ctx.run(loop.create_task, coro, name=name)  # pragma: no cover - Python 3.10
 
 
 # --- thread propagation --------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from mastrace.store import _rows
 orjson = pytest.importorskip("orjson")  # in the test environment; the fallback is tested below too
 
 
-class Color(enum.StrEnum):
+class Color(str, enum.Enum):
     RED = "red"
 
 
@@ -32,7 +32,7 @@ ODD_VALUES: list[Any] = [
     {"nan": math.nan, "inf": math.inf, "ninf": -math.inf},
     {"surrogate": "a\ud800b"},
     {"big": 2**70, "neg": -(2**70)},
-    {"when": datetime.datetime(2026, 11, 24, 12, 0, tzinfo=datetime.UTC)},
+    {"when": datetime.datetime(2026, 11, 24, 12, 0, tzinfo=datetime.timezone.utc)},
     {"enum": Color.RED, "point": Point(1)},
     {1: "int key", "k": None},
     {"unicode": "naïve — 日本 \u2028 \x00 \x1f", "float": 1e16, "small": 1e-7, "tuple": ("a", "b")},

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import Any, Final
 
 from .. import semconv
@@ -106,5 +106,5 @@ def utc_clock(epoch_us: int | None, with_ms: bool = True) -> str:
     """`HH:MM:SS(.mmm)` in UTC for a microsecond epoch timestamp."""
     if epoch_us is None:
         return "-"
-    moment = datetime.fromtimestamp(epoch_us / 1e6, tz=UTC)
+    moment = datetime.fromtimestamp(epoch_us / 1e6, tz=timezone.utc)
     return moment.strftime("%H:%M:%S.%f")[:-3] if with_ms else moment.strftime("%H:%M:%S")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from .. import semconv
@@ -60,8 +60,8 @@ def _total(values: Sequence[float | None]) -> float | None:
 
 def _header(report: Report) -> list[str]:
     o = report.overview
-    generated = datetime.fromtimestamp(report.generated_at, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    started = datetime.fromtimestamp(o.start_us / 1e6, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    generated = datetime.fromtimestamp(report.generated_at, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    started = datetime.fromtimestamp(o.start_us / 1e6, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     lines = ["# Trace Analysis Report", ""]
     lines += [f"- **Trace ID:** `{o.trace_id}`", f"- **Root span:** `{o.root_name}`"]
     if o.service_name:

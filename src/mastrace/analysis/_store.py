@@ -19,6 +19,7 @@ import duckdb
 
 from .. import semconv
 from ..exceptions import StoreError
+from ..store._sql_compat import portable_sql
 from ..store.reader import StorePaths, connect, roots_complete, segment_files, skipped_rows, store_paths
 from ._kinds import AGENT_SPAN_SQL
 
@@ -281,7 +282,7 @@ class TraceStore:
     def table(self, sql: str, params: Sequence[Any] | None = None) -> tuple[list[str], list[tuple[Any, ...]]]:
         """Run `sql` and return its column names and row tuples; DuckDB errors become `StoreError`."""
         try:
-            relation = self.con.sql(sql, params=params)
+            relation = self.con.sql(portable_sql(sql), params=params)
             if relation is None:  # a statement without a result
                 return [], []
             return list(relation.columns), _naive_utc(relation).fetchall()
@@ -291,6 +292,7 @@ class TraceStore:
     def execute(self, sql: str, params: Sequence[Any] | None = None) -> None:
         """Run a statement that returns nothing (e.g. `CREATE TEMP TABLE`)."""
         try:
+            sql = portable_sql(sql)
             self.con.execute(sql, params) if params is not None else self.con.execute(sql)
         except duckdb.Error as exc:
             raise StoreError(f"query failed: {exc}") from exc

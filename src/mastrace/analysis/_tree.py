@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from .. import semconv
@@ -289,7 +289,7 @@ def render_runs(runs: Sequence[RunSummary]) -> str:
         (
             r.trace_id,
             r.name,
-            datetime.fromtimestamp(r.start_us / 1e6, tz=UTC).strftime("%Y-%m-%d %H:%M:%S"),
+            datetime.fromtimestamp(r.start_us / 1e6, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
             format_duration(r.duration),
             r.spans,
             r.errors or "",

@@ -133,7 +133,7 @@ def _since(text: str | None) -> int | None:
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
     if text[-1:] in units and text[:-1].replace(".", "", 1).isdigit():
         return int((time.time() - float(text[:-1]) * units[text[-1]]) * 1e9)
-    from datetime import UTC, datetime
+    from datetime import datetime, timezone
 
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
@@ -142,7 +142,7 @@ def _since(text: str | None) -> int | None:
             f"--since takes a duration (90s, 15m, 2h, 1d) or an ISO date-time, not {text!r}"
         ) from None
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
+        moment = moment.replace(tzinfo=timezone.utc)
     return int(moment.timestamp() * 1e9)
 
 

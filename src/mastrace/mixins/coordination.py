@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry.trace import SpanContext
 
@@ -30,6 +30,9 @@ from .._snapshots_on_spans import ConfigSnapshot
 from .._tracer import NoOpSpan, Span, Tracer, get_tracer
 from ..registry import Registry
 from ..usage import Usage, UsageAccumulator, credit_usage, pop_sink, push_sink, usage_attributes
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 __all__ = ["CoordinationMixin", "CoordinationSession", "current_session", "prefixed"]
 

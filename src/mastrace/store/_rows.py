@@ -15,7 +15,7 @@ import contextlib
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any, NamedTuple
 
@@ -28,7 +28,7 @@ from .._snapshot import to_json_value
 
 __all__ = ["EncodedBatch", "RowEncoder", "span_to_dict"]
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _STATUS_NAMES = {StatusCode.UNSET: "UNSET", StatusCode.OK: "OK", StatusCode.ERROR: "ERROR"}
 _KIND_NAMES = {kind: kind.name.lower() for kind in SpanKind}
 _UNSET, _ERROR, _INTERNAL = StatusCode.UNSET, StatusCode.ERROR, SpanKind.INTERNAL

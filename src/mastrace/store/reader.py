@@ -43,6 +43,7 @@ from ._schema import (
     skipped_sql,
     view_sql,
 )
+from ._sql_compat import portable_sql
 
 __all__ = [
     "StorePaths",
@@ -172,7 +173,9 @@ def connect(path: StorePaths = None, *, external_access: bool = True) -> duckdb.
 
     Returns:
         A DuckDB connection. Errors raised by queries on it are DuckDB's own; `query()` translates
-        them to `StoreError`.
+        them to `StoreError`. On DuckDB 1.x (Python 3.10) SQL run on it directly reads the JSON
+        arrows with DuckDB 1's low precedence (`a AND attributes->>'k' IS NULL` fails): `query()`
+        and `mastrace sql` rewrite such SQL to read as it does on DuckDB 2 and in Logfire.
 
     Raises:
         StoreError: DuckDB could not create the views.
@@ -219,6 +222,7 @@ def query(
     """
     con = connect(path)
     try:
+        sql = portable_sql(sql)
         cursor = con.execute(sql, params) if params is not None else con.execute(sql)
         names = [d[0] for d in cursor.description or ()]
         return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
