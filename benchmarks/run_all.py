@@ -19,6 +19,7 @@ SCRIPTS = {
     "bench_mixins.py": ([], ["--n", "2000", "--rounds", "5"]),
     "bench_export.py": ([], ["--n", "2000", "--rounds", "5"]),
     "bench_store.py": ([], ["--spans", "20000", "--repeat", "2"]),
+    "bench_load.py": ([], ["--sessions", "2000", "--chunk", "250"]),
     "bench_scrub.py": ([], ["--spans", "10000", "--repeat", "2"]),
     "bench_outage.py": ([], ["--spans", "50000", "--outage", "2"]),
     "bench_openai.py": ([], ["--n", "20", "--rounds", "5"]),

@@ -6,21 +6,24 @@ from __future__ import annotations
 
 import contextvars
 import importlib.metadata
+from typing import Any
 
 import pytest
 from opentelemetry import context, trace
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 
 from mastrace import _otel_private as private
 
 SDK = importlib.metadata.version("opentelemetry-sdk")
 
 
-def _finished_span() -> object:
+def _finished_span(*, event: bool = True, link: bool = False) -> Any:
     tracer = TracerProvider().get_tracer("private-members")
-    span = tracer.start_span("s", attributes={"k": "v"})
-    span.add_event("e")
+    links = [trace.Link(tracer.start_span("other").get_span_context())] if link else None
+    span = tracer.start_span("s", attributes={"k": "v"}, links=links)
+    if event:
+        span.add_event("e")
     span.end()
     return span
 
@@ -47,6 +50,12 @@ def test_the_span_internals_are_where_they_were() -> None:
     assert hasattr(events, "_dq"), f"ReadableSpan._events._dq moved ({SDK})"
     assert [e.name for e in private.span_sequence(span, "_events", "events")] == ["e"]  # type: ignore[arg-type]
     assert hasattr(getattr(span, "_links", None), "_dq"), f"ReadableSpan._links._dq moved ({SDK})"
+    assert not private.span_is_bare(span)  # it has an event
+    bare = _finished_span(event=False)
+    assert private.span_is_bare(bare)
+    assert not private.span_is_bare(_finished_span(event=False, link=True))
+    # Another layout (a span rebuilt as a plain ReadableSpan) is read through the public properties.
+    assert private.span_is_bare(ReadableSpan("copy", bare.context))
 
 
 def test_the_provider_internals_are_where_they_were() -> None:

@@ -27,7 +27,7 @@ __all__ = [
     "replace_provider_resource",
     "reset_global_providers",
     "span_attributes",
-    "span_has_items",
+    "span_is_bare",
     "span_sequence",
 ]
 
@@ -82,13 +82,13 @@ def span_sequence(span: ReadableSpan, private: str, public: str) -> Sequence[Any
     return getattr(raw, "_dq", raw)  # type: ignore[no-any-return]
 
 
-def span_has_items(span: ReadableSpan, private: str) -> bool:
-    """Whether the span has events (`_events`) or links (`_links`); True when it is not the SDK's
-    layout, so that callers read the public properties."""
-    raw = getattr(span, private, None)
-    if raw is None:
-        return True
-    return bool(len(getattr(raw, "_dq", raw)))
+def span_is_bare(span: ReadableSpan) -> bool:
+    """Whether the span has neither events nor links (the SDK's `BoundedList`s are tested through the
+    deque inside them: their own `__len__` is a Python call)."""
+    try:
+        return not span._events._dq and not span._links._dq  # type: ignore[attr-defined]
+    except AttributeError:  # not the SDK's layout: the public properties
+        return not span.events and not span.links
 
 
 def replace_provider_resource(provider: TracerProvider, resource: Resource) -> None:

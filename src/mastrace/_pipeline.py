@@ -179,26 +179,32 @@ class Destination:
 
     def _drain(self) -> None:
         queue = self._queue
-        batch: list[ReadableSpan] = []
         while True:
-            try:
-                item = queue.popleft()
-            except IndexError:
-                break
-            if type(item) is _Marker:
-                if batch:
-                    self._export(batch)
-                    batch = []
-                item.done.set()
-                continue
+            # Take up to a batch at a time and count it in flight with one lock, not one per span.
+            n = min(len(queue), self._batch_size)
+            if n == 0:
+                return
             with self._lock:
-                self._in_flight += 1
-            batch.append(item)  # type: ignore[arg-type]
-            if len(batch) >= self._batch_size:
+                self._in_flight += n
+            batch: list[ReadableSpan] = []
+            for taken in range(n):
+                try:
+                    item = queue.popleft()
+                except IndexError:  # `abandon()` emptied the queue meanwhile and counted the rest
+                    with self._lock:
+                        self._in_flight -= n - taken
+                    break
+                if type(item) is _Marker:
+                    with self._lock:
+                        self._in_flight -= 1
+                    if batch:
+                        self._export(batch)
+                        batch = []
+                    item.done.set()
+                    continue
+                batch.append(item)  # type: ignore[arg-type]
+            if batch:
                 self._export(batch)
-                batch = []
-        if batch:
-            self._export(batch)
 
     def _export(self, batch: list[ReadableSpan]) -> None:
         error: Exception | None = None

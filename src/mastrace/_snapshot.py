@@ -495,6 +495,15 @@ def _preview_object(text: str, limit: int) -> str:
 
 # -- OpenTelemetry attribute values -----------------------------------------------------------------
 _INT_MIN, _INT_MAX = -(2**63), 2**63 - 1  # OTLP carries attribute ints as int64
+SURROGATE = re.compile("[\ud800-\udfff]")
+"""A lone surrogate: text holding one cannot be written as UTF-8."""
+
+
+def utf8_safe(text: str) -> bool:
+    """Whether `text` can be written as UTF-8 (has no lone surrogate), at C speed."""
+    return text.isascii() or SURROGATE.search(text) is None
+
+
 _PRIMITIVES = (str, bool, int, float)
 
 

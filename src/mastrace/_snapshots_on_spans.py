@@ -16,14 +16,13 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._snapshot import to_json_value
+from ._snapshot import SURROGATE, to_json_value
 
 __all__ = ["VOLATILE_KEYS", "ConfigSnapshot", "SnapshotCache", "config_hash"]
 
@@ -55,9 +54,6 @@ def config_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 def _serialise(value: Any) -> str:
     """Canonical JSON of any value (the one place snapshots are serialised).
 
@@ -68,7 +64,7 @@ def _serialise(value: Any) -> str:
         text = _canonical(value)
     except Exception:  # NaN, cycles, odd keys or types: normalise first
         text = _canonical(to_json_value(value))
-    return _SURROGATE.sub("\ufffd", text) if not text.isascii() else text
+    return SURROGATE.sub("\ufffd", text) if not text.isascii() else text
 
 
 def _stable(config: Any) -> Any:

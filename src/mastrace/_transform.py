@@ -21,10 +21,20 @@ from opentelemetry.trace import Link, Status, StatusCode
 
 from . import semconv
 from ._errors import log_internal_error
-from ._otel_private import span_attributes, span_has_items
+from ._otel_private import span_attributes, span_is_bare
 from ._scrub_options import JsonPath
 from ._scrubbing import Scrubber, ScrubTrail
-from ._snapshot import _INT_MAX, _INT_MIN, Limits, cap_json, cap_string, coerce_value, dumps_json, schema_for
+from ._snapshot import (
+    _INT_MAX,
+    _INT_MIN,
+    Limits,
+    cap_json,
+    cap_string,
+    coerce_value,
+    dumps_json,
+    schema_for,
+    utf8_safe,
+)
 
 __all__ = ["coerce_value", "prepare_span"]
 
@@ -109,7 +119,7 @@ def _untouched(span: ReadableSpan, scrubber: Scrubber | None, limits: Limits) ->
     Only spans without events, links or a status description qualify; their attributes are
     checked inline, as `_plain` and `Scrubber.key_match` would, using the scrubber's caches.
     """
-    if span_has_items(span, "_events") or span_has_items(span, "_links") or span.status.description:
+    if not span_is_bare(span) or span.status.description:
         return False
     if scrubber is not None and not (span.name in scrubber.plain_texts or scrubber.is_plain_text(span.name)):
         return False
@@ -124,7 +134,7 @@ def _untouched(span: ReadableSpan, scrubber: Scrubber | None, limits: Limits) ->
         t = type(value)
         if t is str:
             if len(value) >= _SHORT and not (
-                len(value) <= short and value.isascii() and (value in texts or scrubber.is_plain_text(value))
+                len(value) <= short and utf8_safe(value) and (value in texts or scrubber.is_plain_text(value))
             ):
                 return False
         elif t is int:
@@ -146,7 +156,7 @@ def _plain(value: Any, short: int, scrubber: Scrubber | None) -> bool:
         return bool(_INT_MIN <= value <= _INT_MAX)
     if t is str:
         return len(value) < _SHORT or (
-            len(value) <= short and value.isascii() and (scrubber is None or scrubber.is_plain_text(value))
+            len(value) <= short and utf8_safe(value) and (scrubber is None or scrubber.is_plain_text(value))
         )
     return False
 

@@ -438,7 +438,7 @@ class UsageAccumulator:
     def __init__(self, label: str | None = None) -> None:
         self.label = label
         self._lock = threading.Lock()
-        self._total: Usage = Usage()
+        self._total: Usage | None = None  # the first record itself, then sums (records are values)
         self._by_label: dict[str, Usage] = {}
         # Records labelled with this accumulator's own label (an agent round's, mostly all of them):
         # kept as they are and summed only when `by_label()` is asked, not on every record.
@@ -448,7 +448,8 @@ class UsageAccumulator:
     def add(self, usage: Usage, source: object = None, label: str | None = None) -> None:
         """Add one record; `label` names the innermost labelled accumulator that received it."""
         with self._lock:
-            self._total = self._total + usage
+            total = self._total
+            self._total = usage if total is None else total + usage
             self.count += 1
             if label is None:
                 return
@@ -461,7 +462,7 @@ class UsageAccumulator:
     def total(self) -> Usage:
         """The sum so far."""
         with self._lock:
-            return self._total
+            return self._total if self._total is not None else Usage()
 
     def by_label(self) -> dict[str, Usage]:
         """The sum so far per label."""
@@ -530,6 +531,10 @@ def credit_usage(usage: Usage, source: object = None, *, chain: tuple[UsageSink,
         chain = _SINKS.get()
     if not chain:
         return
-    label = next((s.label for s in reversed(chain) if s.label is not None), None)
+    label = None
+    for sink in reversed(chain):  # the innermost labelled sink names the record
+        if sink.label is not None:
+            label = sink.label
+            break
     for sink in chain:
         sink.add(usage, source, label)

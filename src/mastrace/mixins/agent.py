@@ -17,11 +17,12 @@ Example:
 
 from __future__ import annotations
 
-from types import TracebackType
+from collections.abc import Mapping
+from types import MappingProxyType, TracebackType
 from typing import Any
 
 from .. import semconv
-from .._errors import handle_internal_errors
+from .._errors import log_internal_error
 from .._tracer import NoOpSpan, Span
 from ..exceptions import ConfigError
 from ..usage import (
@@ -36,6 +37,8 @@ from ..usage import (
 from .coordination import SpanHandle, current_session, mixin_tracer, prefixed
 
 __all__ = ["AgentMixin", "AgentRound"]
+
+_NO_ATTRS: Mapping[str, Any] = MappingProxyType({})
 
 
 class AgentRound(SpanHandle):
@@ -54,7 +57,7 @@ class AgentRound(SpanHandle):
         self._token: Any = None
         self._chain: tuple[Any, ...] = (self._usage,)
         self.outcome: str | None = None
-        self._outcome_attrs: dict[str, Any] = {}
+        self._outcome_attrs: Mapping[str, Any] = _NO_ATTRS  # replaced, never mutated
 
     def __enter__(self) -> AgentRound:
         self._span.__enter__()
@@ -68,15 +71,17 @@ class AgentRound(SpanHandle):
         if self._token is not None:
             token, self._token = self._token, None
             pop_sink(token, self._usage)
-        with handle_internal_errors("agent round end"):
+        try:  # not `handle_internal_errors`: this runs for every round
             if exc is not None and not isinstance(exc, GeneratorExit):
                 self._set_outcome_attrs("error", error_message=f"{type(exc).__name__}: {exc}")
             # Outcome and usage go onto the span in one call: the SDK takes its lock once.
             attrs = self._outcome_attrs
             if self._usage.count:
-                attrs = {**attrs, **usage_attributes(self._usage.total)}
+                attrs = {**usage_attributes(self._usage.total), **attrs}
             if attrs:
                 self._span.set_attributes(attrs)
+        except Exception as error:
+            log_internal_error("agent round end", error)
         self._span.__exit__(exc_type, exc, tb)
 
     def set_outcome(
@@ -171,19 +176,19 @@ class AgentMixin:
         )
 
     def _mastrace_round(self, name: str, agent_id: str, attrs: dict[str, Any]) -> AgentRound:
+        identity: dict[str, Any] = {
+            semconv.MASSGEN_AGENT_ID: agent_id,
+            semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OP_INVOKE_AGENT,
+            semconv.GEN_AI_AGENT_ID: agent_id,
+        }
+        agent_name = getattr(self, "agent_name", None)
+        if agent_name is not None:
+            identity[semconv.GEN_AI_AGENT_NAME] = agent_name
         session = current_session()
-        span = mixin_tracer().span(
-            name,
-            {
-                semconv.MASSGEN_AGENT_ID: agent_id,
-                semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OP_INVOKE_AGENT,
-                semconv.GEN_AI_AGENT_ID: agent_id,
-                semconv.GEN_AI_AGENT_NAME: getattr(self, "agent_name", None),
-                semconv.MASTRACE_CONFIG_HASH: session.config_hash if session is not None else None,
-                **attrs,
-            },
-        )
-        return AgentRound(span, agent_id)
+        if session is not None and session.config_hash is not None:
+            identity[semconv.MASTRACE_CONFIG_HASH] = session.config_hash
+        identity.update(attrs)  # the round's own keys win over the identity's
+        return AgentRound(mixin_tracer().span(name, identity), agent_id)
 
     def _mastrace_agent_id(self) -> str:
         agent_id = getattr(self, "agent_id", None)
