@@ -29,6 +29,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from mastrace.analysis import (
     TraceStore,
@@ -40,6 +41,7 @@ from mastrace.analysis import (
 )
 from mastrace.store import connect
 from mastrace.store._schema import ROOTS_DIR, SEGMENT_SUFFIX, SEGMENTS_DIR
+from mastrace.store._writer import DEFAULT_SEGMENT_BYTES
 
 TARGET_RATIO = 5.0
 TREE_TARGET_RATIO = 3.0
@@ -116,9 +118,12 @@ def _round_lines(next_id: int, session: int, agent: int, rnd: int, start: int) -
     yield _line(rid + 9, session, record, end, end, f'{{"massgen.agent_id":"{agent_id}"}}')
 
 
-def write_store(path: Path, spans: int, *, roots: bool = True) -> int:
+def write_store(path: Path, spans: int, *, roots: bool = True, layout: str = "interleaved") -> int:
     """Write about `spans` spans into `path`; returns how many were written.
 
+    `interleaved`: the rounds go to `SEGMENTS` files in turn, as when several worker processes
+    write one trace into their own segments. `writer`: one process's layout, spans in the order
+    they end (the session last) in segments closed at the writer's `DEFAULT_SEGMENT_BYTES`.
     With `roots`, each segment gets its roots file (the lines of its root spans), as the store's
     writer keeps them; without, the store looks like one written before roots files existed.
     """
@@ -126,28 +131,53 @@ def write_store(path: Path, spans: int, *, roots: bool = True) -> int:
     folder.mkdir(parents=True, exist_ok=True)
     rounds = max(1, (spans - 1) // SPANS_PER_ROUND)
     per_agent = -(-rounds // AGENTS)
-    written = 1
+    session_end = T0 + (per_agent + 1) * 1000 * MS
+    session = _line(1, None, "coordination.session", T0, session_end, '{"massgen.task":"bench"}')
+    chunks = (
+        "".join(_round_lines(2 + n * SPANS_PER_ROUND, 1, n % AGENTS, n // AGENTS, _round_start(n)))
+        for n in range(rounds)
+    )
+    if roots:
+        (path / ROOTS_DIR).mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
-        files = [
-            stack.enter_context(open(folder / f"bench-{i}{SEGMENT_SUFFIX}", "w", encoding="utf-8"))
-            for i in range(SEGMENTS)
-        ]
-        session_end = T0 + (per_agent + 1) * 1000 * MS
-        session = _line(1, None, "coordination.session", T0, session_end, '{"massgen.task":"bench"}')
-        files[0].write(session)
+        opened: list[tuple[Any, int]] = []  # (file, bytes written)
+
+        def segment(i: int) -> Any:
+            while len(opened) <= i:
+                name = f"bench-{len(opened):03d}{SEGMENT_SUFFIX}"
+                if roots:  # written before its segment, as the writer does; the session's is added below
+                    (path / ROOTS_DIR / name).write_text("", encoding="utf-8")
+                opened.append((stack.enter_context(open(folder / name, "w", encoding="utf-8")), 0))
+            return opened[i][0]
+
+        def write(i: int, text: str) -> None:
+            segment(i).write(text)
+            opened[i] = (opened[i][0], opened[i][1] + len(text))
+
+        if layout == "interleaved":
+            write(0, session)
+            for n, chunk in enumerate(chunks):
+                write(n % SEGMENTS, chunk)
+            last = 0
+        else:
+            for chunk in _then(chunks, session):
+                if not opened or opened[-1][1] >= DEFAULT_SEGMENT_BYTES:
+                    segment(len(opened))
+                write(len(opened) - 1, chunk)
+            last = len(opened) - 1
         if roots:
-            (path / ROOTS_DIR).mkdir(parents=True, exist_ok=True)
-            for i in range(SEGMENTS):
-                text = session if i == 0 else ""
-                (path / ROOTS_DIR / f"bench-{i}{SEGMENT_SUFFIX}").write_text(text, encoding="utf-8")
-        next_id = 2
-        for n in range(rounds):
-            agent, rnd = n % AGENTS, n // AGENTS
-            lines = list(_round_lines(next_id, 1, agent, rnd, T0 + rnd * 1000 * MS + agent * MS))
-            files[n % SEGMENTS].write("".join(lines))
-            next_id += SPANS_PER_ROUND
-            written += SPANS_PER_ROUND
-    return written
+            (path / ROOTS_DIR / f"bench-{last:03d}{SEGMENT_SUFFIX}").write_text(session, encoding="utf-8")
+    return 1 + rounds * SPANS_PER_ROUND
+
+
+def _then(chunks: Iterator[str], last: str) -> Iterator[str]:
+    yield from chunks
+    yield last
+
+
+def _round_start(n: int) -> int:
+    agent, rnd = n % AGENTS, n // AGENTS
+    return T0 + rnd * 1000 * MS + agent * MS
 
 
 def time_analyze(path: Path, trace: str) -> float:
@@ -204,12 +234,20 @@ def main() -> None:
     parser.add_argument(
         "--no-roots", action="store_true", help="write no roots files, like a store from an older version"
     )
+    parser.add_argument(
+        "--layout",
+        choices=("interleaved", "writer"),
+        default="interleaved",
+        help="rounds spread over 4 segments in turn (several writers), or one writer's segments",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="mastrace-bench-") as tmp:
         path = args.dir or Path(tmp) / "store"
         started = time.perf_counter()
-        count = write_store(path, args.spans, roots=not args.no_roots)
-        print(f"wrote {count:,} spans in {time.perf_counter() - started:.1f} s to {path}")
+        count = write_store(path, args.spans, roots=not args.no_roots, layout=args.layout)
+        print(
+            f"wrote {count:,} spans ({args.layout} layout) in {time.perf_counter() - started:.1f} s to {path}"
+        )
         time_scan(path)  # warm the page cache, so every variant reads from memory
         timings: dict[str, list[float]] = {
             "latest": [],

@@ -146,3 +146,89 @@ def test_render_trace_handles_orphans_self_parents_and_cycles_like_render_tree(t
             assert render_trace(store, tid, max_spans=limit) == render_tree(everything, max_spans=limit), (
                 limit
             )
+
+
+def _random_forest(tmp_path: Path, seed: int, max_segment_bytes: int) -> Path:
+    """A trace of random shape written into many small segments: wide and deep parts, roots,
+    orphans, self-parents, ties on start and end, errors."""
+    import random
+
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.trace import SpanContext, Status, StatusCode, TraceFlags
+
+    from mastrace.store import LocalStoreExporter
+
+    rng = random.Random(seed)
+    flags = TraceFlags(TraceFlags.SAMPLED)
+    spans: list[ReadableSpan] = []
+    ids = [rng.getrandbits(63) | 1 for _ in range(rng.randint(30, 400))]
+    for n, span_id in enumerate(ids):
+        roll = rng.random()
+        if n == 0 or roll < 0.04:
+            parent: int | None = None
+        elif roll < 0.06:
+            parent = rng.getrandbits(62) | 2  # not in the trace: an orphan root
+        elif roll < 0.07:
+            parent = span_id  # its own parent
+        else:  # mostly recent spans as parents: deep chains and wide fans
+            parent = ids[max(0, n - 1 - int(rng.expovariate(0.3)))] if rng.random() < 0.7 else ids[0]
+        start = rng.choice([5, 5, 7]) if rng.random() < 0.2 else rng.randint(0, 10_000)  # ties
+        ctx = SpanContext(0xABC, span_id, False, flags)
+        spans.append(
+            ReadableSpan(
+                name=f"s{n}",
+                context=ctx,
+                parent=SpanContext(0xABC, parent, False, flags) if parent else None,
+                resource=Resource({}),
+                attributes={"massgen.round": n},
+                status=Status(StatusCode.ERROR, "x") if rng.random() < 0.1 else Status(StatusCode.UNSET),
+                start_time=start * 1_000_000,
+                end_time=(start + rng.choice([1, 1, 3])) * 1_000_000,
+            )
+        )
+    rng.shuffle(spans)  # written in any order, as concurrent tasks end them
+    exporter = LocalStoreExporter(tmp_path / "store", max_segment_bytes=max_segment_bytes)
+    for i in range(0, len(spans), 7):
+        exporter.export(spans[i : i + 7])
+    exporter.shutdown()
+    return tmp_path / "store"
+
+
+def test_render_trace_matches_render_tree_on_random_shapes_across_segments(tmp_path: Path) -> None:
+    """The pruned, level-by-level walk finds exactly `build_tree`'s first spans, whatever the shape,
+    and reads them from the segment files that hold them."""
+    from mastrace.store import segment_files
+
+    for seed in range(12):
+        path = _random_forest(tmp_path / str(seed), seed, max_segment_bytes=4_000)
+        assert len(segment_files(path)) > 3
+        with TraceStore(path) as store:
+            tid = store.resolve("latest")
+            everything = store.spans(tid)
+            for limit in (None, 0, 1, 2, 3, 5, 10, 37, 100, 250, 1000):
+                assert render_trace(store, tid, max_spans=limit) == render_tree(
+                    everything, max_spans=limit
+                ), (seed, limit)
+
+
+def test_view_counts_the_errors_of_the_whole_trace(tmp_path: Path) -> None:
+    from mastrace.analysis import render_trace_html
+
+    path = _random_forest(tmp_path, 3, max_segment_bytes=4_000)
+    with TraceStore(path) as store:
+        tid = store.resolve("latest")
+        errors = sum(s.is_error for s in store.spans(tid))
+        assert errors > 0
+        page = render_trace_html(store, tid, max_spans=5)
+        assert f"· {errors} with errors" in page
+
+
+def test_spans_from_named_files_fall_back_to_every_file(tmp_path: Path) -> None:
+    """Reading the shown spans from the files that held them still works when a file went away."""
+    path = _random_forest(tmp_path, 5, max_segment_bytes=4_000)
+    with TraceStore(path) as store:
+        tid = store.resolve("latest")
+        ids = [s.span_id for s in store.spans(tid)][:20]
+        got = store.spans(tid, only=ids, files=[str(path / "segments" / "gone.ndjson")])
+        assert sorted(s.span_id for s in got) == sorted(ids)

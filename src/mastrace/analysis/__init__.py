@@ -19,9 +19,10 @@ from ._diff import RunDiff, diff_reports, render_diff
 from ._html import render_html, render_trace_html
 from ._markdown import render_markdown
 from ._model import Report
+from ._prefix import render_trace
 from ._report import build_report
 from ._store import RunSummary, SpanRow, TraceStore
-from ._tree import render_runs, render_trace, render_tree
+from ._tree import render_runs, render_tree
 
 __all__ = [
     "Report",

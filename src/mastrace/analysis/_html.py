@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from importlib.resources import files
 from typing import Any
 
-from .. import semconv
 from ._kinds import format_duration, span_category
+from ._prefix import read_prefix
 from ._store import SpanRow, TraceStore
-from ._tree import TreeNode, build_tree, read_prefix, walk
+from ._tree import TreeNode, build_tree, walk
 
 __all__ = ["DEFAULT_MAX_SPANS", "render_html", "render_trace_html"]
 
@@ -134,12 +134,6 @@ def render_html(spans: Sequence[SpanRow], *, max_spans: int = DEFAULT_MAX_SPANS)
     return _page(nodes, spans[0].trace_id if spans else "-", len(spans), errors, origin, end)
 
 
-_TRACE_ERRORS_SQL = f"""
-SELECT count_if(otel_status_code = 'ERROR' OR is_exception OR level >= {semconv.LEVEL_ERROR})
-FROM records WHERE trace_id = ?
-"""
-
-
 def render_trace_html(store: TraceStore, trace_id: str, *, max_spans: int = DEFAULT_MAX_SPANS) -> str:
     """`render_html` of a trace read from `store`, reading only the drawn spans in full.
 
@@ -147,8 +141,7 @@ def render_trace_html(store: TraceStore, trace_id: str, *, max_spans: int = DEFA
     that grows with what is drawn, not with the trace.
     """
     prefix = read_prefix(store, trace_id, max_spans)
-    errors = store.table(_TRACE_ERRORS_SQL, [trace_id])[1][0][0]
-    return _page(prefix.shown, trace_id, prefix.total, int(errors or 0), prefix.origin_us, prefix.end_us)
+    return _page(prefix.shown, trace_id, prefix.total, prefix.errors, prefix.origin_us, prefix.end_us)
 
 
 def _page(nodes: Sequence[TreeNode], trace_id: str, total: int, errors: int, origin: int, end: int) -> str:

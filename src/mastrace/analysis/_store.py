@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -19,6 +19,7 @@ import duckdb
 
 from .. import semconv
 from ..exceptions import StoreError
+from ..store._schema import read_json_sql, view_sql
 from ..store._sql_compat import portable_sql
 from ..store.reader import StorePaths, connect, roots_complete, segment_files, skipped_rows, store_paths
 from ._kinds import AGENT_SPAN_SQL
@@ -100,6 +101,7 @@ _LIGHT_SPANS_SQL = _SPAN_SKELETON.format(details="", only="")
 _SOME_SPANS_SQL = _SPAN_SKELETON.format(
     details="," + _SPAN_DETAILS, only=" AND span_id IN (SELECT unnest(CAST(? AS VARCHAR[])))"
 )
+_SOME_FILES_VIEW = "_mastrace_some_files"  # `records` over a few segment files
 _DETAILS_SQL = f"""
 SELECT span_id, {_SPAN_DETAILS}
 FROM records
@@ -279,7 +281,9 @@ class TraceStore:
         names, values = self.table(sql, params)
         return [dict(zip(names, row, strict=True)) for row in values]
 
-    def table(self, sql: str, params: Sequence[Any] | None = None) -> tuple[list[str], list[tuple[Any, ...]]]:
+    def table(
+        self, sql: str, params: Sequence[Any] | Mapping[str, Any] | None = None
+    ) -> tuple[list[str], list[tuple[Any, ...]]]:
         """Run `sql` and return its column names and row tuples; DuckDB errors become `StoreError`."""
         try:
             relation = self.con.sql(portable_sql(sql), params=params)
@@ -380,7 +384,12 @@ class TraceStore:
 
     # -- spans -------------------------------------------------------------------------------------
     def spans(
-        self, trace_id: str, *, details: bool = True, only: Sequence[str] | None = None
+        self,
+        trace_id: str,
+        *,
+        details: bool = True,
+        only: Sequence[str] | None = None,
+        files: Sequence[str] | None = None,
     ) -> list[SpanRow]:
         """Every span of `trace_id`, ordered by start time.
 
@@ -390,12 +399,22 @@ class TraceStore:
                 them a trace of a million spans reads in seconds; `fill()` adds them to the few
                 spans a view shows.
             only: Read just these span ids (with details), e.g. the spans a view prints.
+            files: With `only`, the segment files that hold those spans (as DuckDB's `filename`
+                names them): the others are not read.
 
         Raises:
             StoreError: The trace has no spans in the store.
         """
         if only is not None:
-            return [_span_row(row) for row in self.rows(_SOME_SPANS_SQL, [trace_id, list(only)])]
+            params = [trace_id, list(only)]
+            if files:
+                try:
+                    self.execute(view_sql(read_json_sql(list(files)), _SOME_FILES_VIEW))
+                    sql = _SOME_SPANS_SQL.replace("FROM records", f"FROM {_SOME_FILES_VIEW}")
+                    return [_span_row(row) for row in self.rows(sql, params)]
+                except StoreError:  # a segment went away meanwhile: read them all
+                    pass
+            return [_span_row(row) for row in self.rows(_SOME_SPANS_SQL, params)]
         found = [_span_row(row) for row in self.rows(_SPANS_SQL if details else _LIGHT_SPANS_SQL, [trace_id])]
         if not found:
             self.require_trace(trace_id, found=False)

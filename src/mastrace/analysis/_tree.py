@@ -10,17 +10,15 @@ from typing import Any
 from .. import semconv
 from .._texttable import text_table
 from ._kinds import format_duration, format_value
-from ._store import RunSummary, SpanRow, TraceStore
+from ._store import RunSummary, SpanRow
 
 __all__ = [
-    "TracePrefix",
     "TreeNode",
     "build_tree",
     "key_attributes",
-    "read_prefix",
     "render_runs",
-    "render_trace",
     "render_tree",
+    "span_line",
     "walk",
 ]
 
@@ -121,7 +119,8 @@ def _error_text(span: SpanRow) -> str:
     )
 
 
-def _line(node: TreeNode, origin_us: int) -> str:
+def span_line(node: TreeNode, origin_us: int) -> str:
+    """One line of a trace tree (without its indentation): name, duration, offset, key attributes."""
     span = node.span
     mark = "✗ " if span.is_error else ""
     timing = f"+{format_duration((span.start_us - origin_us) / 1e6)}"
@@ -162,125 +161,12 @@ def _render(roots: Sequence[TreeNode], total: int, origin: int, max_spans: int |
             lines.append(f"… {total - shown} more span(s) not shown (raise --max-spans)")
             break
         branch = "" if is_root else ("└── " if last else "├── ")
-        lines.append(f"{indent}{branch}{_line(node, origin)}")
+        lines.append(f"{indent}{branch}{span_line(node, origin)}")
         shown += 1
         child_indent = indent if is_root else indent + ("    " if last else "│   ")
         for i, child in enumerate(reversed(node.children)):
             stack.append((child, child_indent, i == 0, False))
     return "\n".join(lines) + "\n"
-
-
-# The first spans of a trace in depth-first order, computed by DuckDB: each span's path of sibling
-# ranks (start, end, span id, as `build_tree` sorts) orders the tree; a span whose parent is not in
-# the trace is a root. Each row says the span's depth and whether it is the last of its siblings.
-_PREFIX_SQL = """
-WITH RECURSIVE s AS (
-    SELECT span_id, parent_span_id AS parent, start_timestamp, end_timestamp,
-           row_number() OVER (ORDER BY start_timestamp, end_timestamp, span_id) AS rk
-    FROM records WHERE trace_id = ?
-), ids AS (SELECT DISTINCT span_id FROM s),
-top AS (
-    SELECT span_id, rk FROM s
-    WHERE parent IS NULL OR parent = span_id OR parent NOT IN (SELECT span_id FROM ids)
-), kids AS (
-    SELECT span_id, parent, rk FROM s
-    WHERE parent <> span_id AND parent IN (SELECT span_id FROM ids)
-), last AS (
-    SELECT rk, rk = max(rk) OVER (PARTITION BY parent) AS is_last FROM kids
-    UNION ALL
-    SELECT rk, rk = max(rk) OVER () AS is_last FROM top
-), t(span_id, path) AS (
-    SELECT span_id, [rk] FROM top
-    UNION ALL
-    SELECT k.span_id, list_append(t.path, k.rk) FROM kids AS k JOIN t ON k.parent = t.span_id
-)
-SELECT t.span_id, len(t.path) - 1 AS depth, last.is_last,
-       (SELECT count(*) FROM s), (SELECT epoch_us(min(start_timestamp)) FROM s),
-       (SELECT epoch_us(max(end_timestamp)) FROM s)
-FROM t JOIN last ON last.rk = t.path[-1]
-ORDER BY t.path
-LIMIT ?
-"""
-_PREFIX_TOTALS_SQL = """
-SELECT count(*), epoch_us(min(start_timestamp)), epoch_us(max(end_timestamp))
-FROM records WHERE trace_id = ?
-"""
-
-
-@dataclass
-class TracePrefix:
-    """The first spans of a trace in depth-first order, read in full; the rest counted, not read.
-
-    Attributes:
-        shown: The prefix's nodes in depth-first order, with their depths set.
-        last: For each of them, whether it is the last of its siblings.
-        total: How many spans the trace has.
-        origin_us: The trace's earliest start.
-        end_us: The trace's latest end.
-        truncated: Whether spans reachable from a root were left out.
-    """
-
-    shown: list[TreeNode]
-    last: list[bool]
-    total: int
-    origin_us: int
-    end_us: int
-    truncated: bool = False
-
-
-def read_prefix(store: TraceStore, trace_id: str, max_spans: int | None) -> TracePrefix:
-    """Read the first `max_spans` spans (None: all) of a trace in depth-first order, in full.
-
-    The order comes from DuckDB and only those spans are read into Python: a trace of a million
-    spans gives its first lines in about a second, with memory that grows with what is shown.
-    The order is `build_tree`'s: siblings by start, end and span id; orphans are roots.
-    """
-    # One more than asked: whether spans reachable from a root were left out (not just unreachable ones).
-    limit = (1 << 62) if max_spans is None else max(0, max_spans) + 1
-    _, rows = store.table(_PREFIX_SQL, [trace_id, limit])
-    truncated = max_spans is not None and len(rows) > max_spans
-    if truncated:
-        rows = rows[: max(0, max_spans or 0)]
-    if rows:  # every row carries the trace's totals: one pass over the store, not two
-        total, origin, end = rows[0][3:6]
-    else:
-        _, totals = store.table(_PREFIX_TOTALS_SQL, [trace_id])
-        total, origin, end = totals[0] if totals else (0, None, None)
-        if not total:
-            store.require_trace(trace_id, found=False)
-    full = {span.span_id: span for span in store.spans(trace_id, only=[r[0] for r in rows])}
-    shown = []
-    for span_id, depth, _last, *_totals in rows:
-        span = full.get(span_id) or SpanRow(trace_id, span_id, None, "", 0, 0, 0.0)
-        shown.append(TreeNode(span, int(depth)))
-    return TracePrefix(shown, [bool(r[2]) for r in rows], int(total), int(origin), int(end), truncated)
-
-
-def render_trace(store: TraceStore, trace_id: str, *, max_spans: int | None = 2000) -> str:
-    """`render_tree` of a trace read from `store`, reading only the printed spans.
-
-    A trace of a million spans prints its first `max_spans` lines in about two seconds, with
-    memory that grows with what is printed, not with the trace.
-
-    Args:
-        store: The open store.
-        trace_id: The trace (see `TraceStore.resolve`).
-        max_spans: Print at most this many spans (None: all).
-    """
-    prefix = read_prefix(store, trace_id, max_spans)
-    lines: list[str] = []
-    # The indentation each open ancestor adds (depth 1 and below): blank under a last sibling.
-    rails: list[str] = []
-    for node, last in zip(prefix.shown, prefix.last, strict=True):
-        depth = node.depth
-        del rails[max(0, depth - 1) :]
-        branch = "" if depth == 0 else ("└── " if last else "├── ")
-        lines.append(f"{''.join(rails)}{branch}{_line(node, prefix.origin_us)}")
-        if depth > 0:
-            rails.append("    " if last else "│   ")
-    if prefix.truncated:
-        lines.append(f"… {prefix.total - len(prefix.shown)} more span(s) not shown (raise --max-spans)")
-    return "\n".join(lines) + "\n" if lines else ""
 
 
 def render_runs(runs: Sequence[RunSummary]) -> str:
