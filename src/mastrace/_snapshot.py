@@ -39,6 +39,7 @@ __all__ = [
     "coerce_value",
     "dumps_json",
     "json_schema",
+    "loads_json",
     "safe_repr",
     "schema_for",
     "to_json_value",
@@ -353,29 +354,94 @@ def _default(obj: Any) -> JsonValue:
     return to_json_value(obj)
 
 
-_fast_encode = json.JSONEncoder(
-    ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_default
-).encode
-_plain_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+def _c_encoder(sort_keys: bool) -> Callable[[Any], str]:
+    """A reusable C encoder: `json.JSONEncoder.encode` builds one per call, which doubles the cost
+    of encoding a small attribute dict. It checks no cycles (a cycle raises RecursionError, and the
+    value then takes the `to_json_value` path, which marks cycles)."""
+    sep = (",", ":")
+    plain = json.JSONEncoder(
+        ensure_ascii=False, separators=sep, allow_nan=False, sort_keys=sort_keys, default=_default
+    )
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - CPython always has the accelerator
+        return plain.encode
+    try:
+        encoder = make(
+            None, _default, json.encoder.encode_basestring, None, ":", ",", sort_keys, False, False
+        )
+    except TypeError:  # pragma: no cover - another accelerator signature: the public, slower path
+        return plain.encode
+
+    def encode(value: Any) -> str:
+        if type(value) is str:  # the C encoder only takes containers
+            return plain.encode(value)
+        return "".join(encoder(value, 0))
+
+    return encode
 
 
-def dumps_json(value: Any) -> str:
-    """Serialise any value to a compact JSON string. Never raises.
+_compact_encode = _c_encoder(sort_keys=False)
+_sorted_encode = _c_encoder(sort_keys=True)
+_repr_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+_orjson: Any
+try:  # optional (`mastrace[speed]`): several times faster on attribute dicts than the standard library
+    import orjson as _orjson
+
+    # Types the standard library path spells its own way go that way (orjson would encode them).
+    _ORJSON_OPTIONS = (
+        _orjson.OPT_PASSTHROUGH_DATETIME
+        | _orjson.OPT_PASSTHROUGH_DATACLASS
+        | _orjson.OPT_PASSTHROUGH_SUBCLASS
+    )
+except ImportError:  # pragma: no cover - exercised by the tests through `_orjson = None`
+    _orjson = None
+    _ORJSON_OPTIONS = 0
+
+
+def dumps_json(value: Any, *, sort_keys: bool = False) -> str:
+    """Serialise any value to compact JSON: the one encoder for snapshots, attributes and store rows.
+
+    Never raises. One rule each, whichever path encodes: NaN and the infinities become the strings
+    `"NaN"`, `"Infinity"` and `"-Infinity"`; bytes, datetimes, sets, dataclasses, cycles and
+    other types are spelled as `to_json_value` spells them; a lone surrogate (which UTF-8 cannot
+    hold) becomes U+FFFD. With `orjson` installed, unsorted output comes from it whenever it would
+    write the same values (it refuses big ints, odd keys and types and lone surrogates, and writes
+    NaN as `null`: those go the standard library way). Sorted output (canonical snapshots, whose
+    hash must not depend on what is installed) always comes from the standard library.
 
     Example:
         >>> dumps_json({"model": "gpt-4o", "stop": ("\\n",), "seed": None})
         '{"model":"gpt-4o","stop":["\\\\n"],"seed":null}'
     """
+    if _orjson is not None and not sort_keys:
+        try:
+            out: bytes = _orjson.dumps(value, option=_ORJSON_OPTIONS)
+        except TypeError:
+            pass
+        else:
+            if b"null" not in out:  # NaN would be `null`; a real None goes the other way too
+                return out.decode("utf-8")
+    encode = _sorted_encode if sort_keys else _compact_encode
     try:
-        # The C encoder handles the common case; anything it refuses (cycles, NaN, odd keys,
-        # recursion) goes through the full encoder.
-        return _fast_encode(value)
-    except Exception:
-        pass
-    try:
-        return _plain_encode(to_json_value(value))
-    except Exception:  # pragma: no cover - to_json_value output is always encodable
-        return _plain_encode(safe_repr(value))
+        text = encode(value)
+    except (ValueError, TypeError, RecursionError):  # NaN, cycles, odd keys: normalise first
+        try:
+            text = encode(to_json_value(value))
+        except Exception:  # pragma: no cover - to_json_value output is always encodable
+            text = _repr_encode(safe_repr(value))
+    return text if text.isascii() or SURROGATE.search(text) is None else SURROGATE.sub("\ufffd", text)
+
+
+def loads_json(text: str | bytes) -> Any:
+    """Parse JSON text (with `orjson` when installed, else the standard library; both read what
+    `dumps_json` writes). Raises ValueError on invalid JSON."""
+    if _orjson is not None:
+        try:
+            return _orjson.loads(text)
+        except ValueError:  # e.g. a bare NaN, which only the standard library reads
+            pass
+    return json.loads(text)
 
 
 def json_schema(attrs: Mapping[str, str] | Iterable[str]) -> str:
@@ -392,7 +458,7 @@ def json_schema(attrs: Mapping[str, str] | Iterable[str]) -> str:
     else:
         for key in attrs:
             properties[key] = {"type": "object"}
-    return _plain_encode({"type": "object", "properties": properties})
+    return dumps_json({"type": "object", "properties": properties})
 
 
 def schema_for(text: Any) -> dict[str, str]:
@@ -463,7 +529,7 @@ def cap_json(text: str, limit: int, *, string_limit: int | None = None) -> tuple
         return text, False
     try:
         for step in _leaf_steps(limit):
-            shortened = _plain_encode(_shorten_leaves(value, step))
+            shortened = dumps_json(_shorten_leaves(value, step))
             if len(shortened) <= limit:
                 return shortened, True
     except Exception:  # absurdly deep documents: fall back to the preview
@@ -486,7 +552,7 @@ def _preview_object(text: str, limit: int) -> str:
     budget = max(limit - 80, 0)
     while True:
         preview = cap_string(text, budget) if budget else ""
-        out = _plain_encode({TRUNCATED_KEY: True, "chars": len(text), "preview": preview})
+        out = dumps_json({TRUNCATED_KEY: True, "chars": len(text), "preview": preview})
         if len(out) <= limit or not budget:
             return out
         # Escaping can lengthen the preview; shrink in proportion and try again.

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import json
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._snapshot import SURROGATE, to_json_value
+from ._snapshot import dumps_json
 
 __all__ = ["VOLATILE_KEYS", "ConfigSnapshot", "SnapshotCache", "config_hash"]
 
@@ -30,10 +29,6 @@ VOLATILE_KEYS = frozenset({"gathered_at", "timestamp"})
 _SKIPPED_SECTIONS = frozenset({"metadata"})
 _DIRECT_SECTIONS = frozenset({"environment", "user", "benchmark"})
 _MAX_ENTRIES = 1_024
-
-_canonical = json.JSONEncoder(
-    ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False
-).encode
 
 
 @dataclass(frozen=True)
@@ -55,16 +50,9 @@ def config_hash(text: str) -> str:
 
 
 def _serialise(value: Any) -> str:
-    """Canonical JSON of any value (the one place snapshots are serialised).
-
-    A lone surrogate (from a badly decoded file name, say) cannot be written as UTF-8: it becomes
-    U+FFFD, so one odd field does not cost the whole snapshot.
-    """
-    try:
-        text = _canonical(value)
-    except Exception:  # NaN, cycles, odd keys or types: normalise first
-        text = _canonical(to_json_value(value))
-    return SURROGATE.sub("\ufffd", text) if not text.isascii() else text
+    """Canonical JSON of any value (the one place snapshots are serialised): sorted keys, and
+    `dumps_json`'s rules for what plain JSON cannot hold."""
+    return dumps_json(value, sort_keys=True)
 
 
 def _stable(config: Any) -> Any:
@@ -140,7 +128,7 @@ class SnapshotCache:
 
 
 def _join(items: list[tuple[str, str]]) -> str:
-    return "{" + ",".join(f"{_canonical(k)}:{text}" for k, text in items) + "}"
+    return "{" + ",".join(f"{dumps_json(k)}:{text}" for k, text in items) + "}"
 
 
 def _trim(cache: OrderedDict[Any, Any]) -> None:

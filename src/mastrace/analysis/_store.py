@@ -8,7 +8,6 @@ set-based: each one scans the store at most once.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from typing import Any
 import duckdb
 
 from .. import semconv
+from .._snapshot import loads_json
 from ..exceptions import StoreError
 from ..store._schema import read_json_sql, view_sql
 from ..store._sql_compat import portable_sql
@@ -180,8 +180,8 @@ def _loads(text: str | None, default: Any) -> Any:
     if not text:
         return default
     try:
-        value = json.loads(text)
-    except ValueError:
+        value = loads_json(text)
+    except (ValueError, RecursionError):
         return default
     return value if isinstance(value, type(default)) else default
 

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
-from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
+from json.encoder import encode_basestring
 from typing import Any, NamedTuple
 
 from opentelemetry.sdk.trace import ReadableSpan
@@ -24,7 +23,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from .. import semconv
 from .._otel_private import span_attributes, span_sequence
-from .._snapshot import to_json_value
+from .._snapshot import dumps_json
 
 __all__ = ["EncodedBatch", "RowEncoder", "span_to_dict"]
 
@@ -62,86 +61,9 @@ class EncodedBatch(NamedTuple):
     failed: int
 
 
-def _refuse(value: Any) -> Any:
-    raise TypeError(f"{type(value).__name__} is not JSON serializable")
-
-
-def _make_encoder() -> Callable[[Any], str]:
-    # json.JSONEncoder.encode builds a C encoder on every call; building it once halves the cost
-    # of encoding a small attribute dict.
-    slow = json.JSONEncoder(ensure_ascii=False, check_circular=False, allow_nan=False, separators=(",", ":"))
-    if c_make_encoder is None:  # pragma: no cover - CPython always has the accelerator
-        return slow.encode
-    try:
-        fast = c_make_encoder(None, _refuse, encode_basestring, None, ":", ",", False, False, False)
-    except TypeError:  # pragma: no cover - a different accelerator signature
-        return slow.encode
-
-    def encode(value: Any) -> str:
-        return "".join(fast(value, 0))
-
-    return encode
-
-
-_encode = _make_encoder()
-
-
-def _sanitize(value: Any) -> Any:
-    """A JSON-safe copy of `value`: non-finite floats become strings, unknown types their repr."""
-    if value is None or isinstance(value, (str, bool, int)):
-        return value
-    if isinstance(value, float):  # the spelling the rest of mastrace uses: "NaN", "Infinity", "-Infinity"
-        return value if math.isfinite(value) else to_json_value(value)
-    if isinstance(value, Mapping):
-        return {str(k): _sanitize(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_sanitize(v) for v in value]
-    try:
-        return repr(value)
-    except Exception:
-        return f"<unrepresentable {type(value).__name__}>"
-
-
-_orjson: Any
-try:  # optional (`mastrace[speed]`): ~8x faster on attribute dicts than the standard library
-    import orjson as _orjson
-
-    # Types the standard library path spells its own way go that way (orjson would encode them).
-    _ORJSON_OPTIONS = (
-        _orjson.OPT_PASSTHROUGH_DATETIME
-        | _orjson.OPT_PASSTHROUGH_DATACLASS
-        | _orjson.OPT_PASSTHROUGH_SUBCLASS
-    )
-except ImportError:
-    _orjson = None
-    _ORJSON_OPTIONS = 0
-
-
-def _dumps(value: Any) -> str:
-    """Compact JSON for `value`, falling back to a sanitised copy when it is not plain JSON.
-
-    With `orjson` installed it encodes first; anything it would spell differently from the
-    standard library path goes that path instead: it refuses lone surrogates, ints beyond 64 bits
-    and odd keys or types, and writes NaN and infinities as `null`, so output holding `null` (never
-    an attribute value) is encoded again.
-    """
-    if _orjson is not None:
-        try:
-            out: bytes = _orjson.dumps(value, option=_ORJSON_OPTIONS)
-        except TypeError:
-            pass
-        else:
-            if b"null" not in out:
-                return out.decode("utf-8")
-    try:
-        return _encode(value)
-    except (ValueError, TypeError):
-        return _encode(_sanitize(value))
-
-
 def _fields(mapping: Mapping[str, Any]) -> str:
     """`mapping` encoded as JSON object members (no braces), with a leading comma when non-empty."""
-    return "," + _dumps(mapping)[1:-1] if mapping else ""
+    return "," + dumps_json(mapping)[1:-1] if mapping else ""
 
 
 def _iso(ns: int) -> str:
@@ -300,7 +222,7 @@ class RowEncoder:
             f'{{"trace_id":"{trace_hex}","span_id":"{ctx.span_id:016x}",'
             f'{parent_field}"start_ns":{start},"end_ns":{end},"created_ns":{created_ns},'
             f'"span_name":{encode_basestring(span.name)},"level":{level},"span_type":"{span_type}",'
-            f'"otel_kind":"{kind_name}","otel_status_code":"{code_name}","attributes":{_dumps(attrs)}'
+            f'"otel_kind":"{kind_name}","otel_status_code":"{code_name}","attributes":{dumps_json(attrs)}'
             f"{_fields(extras) if extras else ''}{tail}}}\n"
         )
 
