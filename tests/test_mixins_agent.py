@@ -93,6 +93,21 @@ def test_answer_and_vote_outcomes(mastrace_spans: CapturedSpans) -> None:
     assert vote[semconv.MASSGEN_VOTED_FOR_LABEL] == "agent1.1" and semconv.MASSGEN_ANSWER_LABEL not in vote
 
 
+def test_outcome_labels_of_other_types_become_text(mastrace_spans: CapturedSpans) -> None:
+    """A label passed as a number or an object is recorded as its text; one whose str() raises is
+    marked unreadable, and the round still ends normally."""
+
+    class Broken:
+        def __str__(self) -> str:
+            raise RuntimeError("no text")
+
+    with Agent("a").agent_round(0) as rnd:
+        rnd.set_outcome("vote", voted_for=2, voted_for_label=Broken())  # type: ignore[arg-type]
+    attrs = mastrace_spans.attributes("agent.a.round_0")
+    assert attrs[semconv.MASSGEN_VOTED_FOR] == "2"
+    assert "unreadable" in attrs[semconv.MASSGEN_VOTED_FOR_LABEL]
+
+
 def test_unknown_outcome_is_refused(mastrace_spans: CapturedSpans) -> None:
     """An outcome other than answer, vote or error raises ConfigError."""
     with Agent("a").agent_round(0) as rnd, pytest.raises(ConfigError, match="outcome"):

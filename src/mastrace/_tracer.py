@@ -364,6 +364,13 @@ class Span:
         except Exception as exc:
             log_internal_error("set_attributes", exc)
 
+    def _set_valid_attributes(self, attributes: Mapping[str, AttributeValue]) -> None:
+        """Set attributes already known to be valid OTel values (strings, numbers, booleans), as
+        mastrace's own code builds them: no coercion pass."""
+        span = self._span
+        if span is not None:
+            span.set_attributes(attributes)
+
     def set_json_attribute(self, key: str, text: str) -> None:
         """Set an attribute whose value is already JSON text (an object or array).
 
@@ -466,6 +473,9 @@ class NoOpSpan:
         return None
 
     def set_attributes(self, attributes: Mapping[str, Any]) -> None:
+        return None
+
+    def _set_valid_attributes(self, attributes: Mapping[str, AttributeValue]) -> None:
         return None
 
     def set_json_attribute(self, key: str, text: str) -> None:

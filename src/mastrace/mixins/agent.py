@@ -22,7 +22,7 @@ from types import MappingProxyType, TracebackType
 from typing import Any
 
 from .. import semconv
-from .._errors import log_internal_error
+from .._errors import log_internal_error, unreadable
 from .._tracer import NoOpSpan, Span
 from ..exceptions import ConfigError
 from ..usage import (
@@ -39,6 +39,12 @@ from .coordination import SpanHandle, current_session, mixin_tracer, prefixed
 __all__ = ["AgentMixin", "AgentRound"]
 
 _NO_ATTRS: Mapping[str, Any] = MappingProxyType({})
+_OUTCOME_FIELDS = (
+    (semconv.MASSGEN_ANSWER_LABEL, "answer_label"),
+    (semconv.MASSGEN_VOTED_FOR, "voted_for"),
+    (semconv.MASSGEN_VOTED_FOR_LABEL, "voted_for_label"),
+    (semconv.MASSGEN_ERROR_MESSAGE, "error_message"),
+)
 
 
 class AgentRound(SpanHandle):
@@ -78,8 +84,8 @@ class AgentRound(SpanHandle):
             attrs = self._outcome_attrs
             if self._usage.count:
                 attrs = {**usage_attributes(self._usage.total), **attrs}
-            if attrs:
-                self._span.set_attributes(attrs)
+            if attrs:  # usage numbers and outcome strings: valid as they are
+                self._span._set_valid_attributes(attrs)
         except Exception as error:
             log_internal_error("agent round end", error)
         self._span.__exit__(exc_type, exc, tb)
@@ -117,21 +123,27 @@ class AgentRound(SpanHandle):
 
     def _set_outcome_attrs(self, outcome: str, **fields: str | None) -> None:
         self.outcome = outcome
-        attrs = {
-            semconv.MASSGEN_OUTCOME: outcome,
-            semconv.MASSGEN_ANSWER_LABEL: fields.get("answer_label"),
-            semconv.MASSGEN_VOTED_FOR: fields.get("voted_for"),
-            semconv.MASSGEN_VOTED_FOR_LABEL: fields.get("voted_for_label"),
-            semconv.MASSGEN_ERROR_MESSAGE: fields.get("error_message"),
-        }
+        attrs = {semconv.MASSGEN_OUTCOME: outcome}
+        for key, name in _OUTCOME_FIELDS:
+            value = fields.get(name)
+            if value is not None:
+                attrs[key] = value if type(value) is str else _label(value)
         # Set when the round completes (with its usage); a later call replaces an earlier one.
-        self._outcome_attrs = {k: v for k, v in attrs.items() if v is not None}
+        self._outcome_attrs = attrs
         if outcome == "error":
             self._span.set_status("error", fields.get("error_message") or "agent round failed")
 
     def add_usage(self, usage: Usage) -> None:
         """Add usage to this round (and to the session and scope around it)."""
         credit_usage(Usage.coerce(usage), chain=self._chain)
+
+
+def _label(value: Any) -> str:
+    """A label given as another type than str, as text (never raises)."""
+    try:
+        return str(value)
+    except Exception as exc:
+        return unreadable(exc)
 
 
 class AgentMixin:
