@@ -314,3 +314,18 @@ def test_resource_attributes_are_scrubbed_for_logfire(
     assert resources and all(b"agents" in r for r in resources)
     assert not [c for r in resources for c in chunks if c.encode() in r]
     assert "deploy.key" in __import__("os").environ["OTEL_RESOURCE_ATTRIBUTES"]  # restored as it was
+
+
+@pytest.mark.parametrize("prose", ["Réponse de l'agent — voir ", "日本語のメモ 🙂 ", "naïve\u00a0text: "])
+def test_every_sample_is_scrubbed_inside_non_ascii_prose(prose: str) -> None:
+    """Non-ASCII text is searched on an ASCII copy: every sample of the rule table is still found
+    there, before, after and between accented, CJK and emoji characters."""
+    from mastrace._scrubbing import ScrubTrail
+
+    scrubber = Scrubber()
+    for (rule, sample), chunks in zip(SAMPLES, CHUNKS, strict=True):
+        text = f"{prose}{sample} — fin ✓"
+        out = scrubber.scrub_attribute("note", text, ("attributes",), ScrubTrail())
+        assert not scrubber.is_plain_text(text), rule.id
+        leaked = [c for c in chunks if c in out]
+        assert not leaked, f"{rule.id}: {leaked} left in {out!r}"
