@@ -34,7 +34,7 @@ from ..usage import (
     push_sink,
     usage_attributes,
 )
-from .coordination import SpanHandle, current_session, mixin_tracer, prefixed
+from .coordination import SpanHandle, add_prefixed, current_session, mixin_tracer
 
 __all__ = ["AgentMixin", "AgentRound"]
 
@@ -167,9 +167,7 @@ class AgentMixin:
         agent_id = self._mastrace_agent_id()
         name = semconv.SPAN_AGENT_ROUND.format(agent_id=agent_id, round=round)
         return self._mastrace_round(
-            name,
-            agent_id,
-            {semconv.MASSGEN_ROUND: round, semconv.MASSGEN_ROUND_TYPE: round_type, **prefixed(attrs)},
+            name, agent_id, {semconv.MASSGEN_ROUND: round, semconv.MASSGEN_ROUND_TYPE: round_type}, attrs
         )
 
     def agent_presentation(self, round: int | None = None, **attrs: Any) -> AgentRound:
@@ -183,11 +181,13 @@ class AgentMixin:
                 semconv.MASSGEN_ROUND: round,
                 semconv.MASSGEN_ROUND_TYPE: semconv.ROUND_TYPE_PRESENTATION,
                 semconv.MASSGEN_IS_WINNER: True,
-                **prefixed(attrs),
             },
+            attrs,
         )
 
-    def _mastrace_round(self, name: str, agent_id: str, attrs: dict[str, Any]) -> AgentRound:
+    def _mastrace_round(
+        self, name: str, agent_id: str, fixed: dict[str, Any], extra: Mapping[str, Any]
+    ) -> AgentRound:
         identity: dict[str, Any] = {
             semconv.MASSGEN_AGENT_ID: agent_id,
             semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OP_INVOKE_AGENT,
@@ -199,7 +199,8 @@ class AgentMixin:
         session = current_session()
         if session is not None and session.config_hash is not None:
             identity[semconv.MASTRACE_CONFIG_HASH] = session.config_hash
-        identity.update(attrs)  # the round's own keys win over the identity's
+        identity.update(fixed)  # the round's own keys win over the identity's
+        add_prefixed(identity, extra)
         return AgentRound(mixin_tracer().span(name, identity), agent_id)
 
     def _mastrace_agent_id(self) -> str:

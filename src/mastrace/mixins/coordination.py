@@ -51,6 +51,12 @@ def prefixed(attrs: Mapping[str, Any]) -> dict[str, Any]:
     return {(key if "." in key else f"massgen.{key}"): value for key, value in attrs.items()}
 
 
+def add_prefixed(target: dict[str, Any], attrs: Mapping[str, Any]) -> None:
+    """`target.update(prefixed(attrs))`, without the intermediate dict (hot paths)."""
+    for key, value in attrs.items():
+        target[key if "." in key else f"massgen.{key}"] = value
+
+
 class SpanHandle:
     """What every mixin handle shares: the span, its own usage, attribute setters, and `async with`.
 
