@@ -209,3 +209,20 @@ def test_token_usage_takes_none_strings_and_floats() -> None:
 def test_provider_usage_with_string_counts_is_read() -> None:
     usage = TokenUsage.from_provider({"prompt_tokens": "10", "completion_tokens": None, "total_tokens": 10.0})
     assert usage is not None and (usage.input_tokens, usage.output_tokens, usage.total_tokens) == (10, 0, 10)
+
+
+@pytest.mark.parametrize("count", [1, 2, 3])
+def test_accumulated_total_is_the_sum_of_the_records_from_zero(count: int) -> None:
+    """`total` is `sum(records, Usage())` for any number of records, labels included (the sum of one
+    record is not that record), and agrees with `by_label()`; `amounts()` carries the same numbers."""
+    records = [
+        TokenUsage(input_tokens=10 + i, output_tokens=2, cost=0.5, provider="openai", kind="llm")
+        for i in range(count)
+    ]
+    acc = UsageAccumulator(label="agent_a")
+    for record in records:
+        acc.add(record, None, "agent_a")
+    expected = sum(records, Usage())
+    assert acc.total == expected and acc.total is not records[0]
+    assert acc.by_label()["agent_a"] == expected
+    assert usage_attributes(acc.amounts()) == usage_attributes(expected)

@@ -438,7 +438,9 @@ class UsageAccumulator:
     def __init__(self, label: str | None = None) -> None:
         self.label = label
         self._lock = threading.Lock()
-        self._total: Usage | None = None  # the first record itself, then sums (records are values)
+        # The running sum, kept raw: after one record it is that record itself (adding it to `Usage()`
+        # costs more than the rest of an agent round's bookkeeping); `total` adds the zero on read.
+        self._total: Usage | None = None
         self._by_label: dict[str, Usage] = {}
         # Records labelled with this accumulator's own label (an agent round's, mostly all of them):
         # kept as they are and summed only when `by_label()` is asked, not on every record.
@@ -449,7 +451,10 @@ class UsageAccumulator:
         """Add one record; `label` names the innermost labelled accumulator that received it."""
         with self._lock:
             total = self._total
-            self._total = usage if total is None else total + usage
+            if total is None:
+                self._total = usage
+            else:  # from the second record on, the same sum `Usage() + r1 + r2 + ...` as ever
+                self._total = (Usage() + total if self.count == 1 else total) + usage
             self.count += 1
             if label is None:
                 return
@@ -460,7 +465,17 @@ class UsageAccumulator:
 
     @property
     def total(self) -> Usage:
-        """The sum so far."""
+        """The sum so far (`sum(records, Usage())`)."""
+        with self._lock:
+            total, count = self._total, self.count
+        if total is None:
+            return Usage()
+        return Usage() + total if count == 1 else total
+
+    def amounts(self) -> Usage:
+        """The sum's tokens and cost, without `total`'s extra step for a single record: its provider,
+        category, component and kind may be that record's own. For span attributes, which carry
+        only amounts."""
         with self._lock:
             return self._total if self._total is not None else Usage()
 

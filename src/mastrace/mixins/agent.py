@@ -83,7 +83,7 @@ class AgentRound(SpanHandle):
             # Outcome and usage go onto the span in one call: the SDK takes its lock once.
             attrs = self._outcome_attrs
             if self._usage.count:
-                attrs = {**usage_attributes(self._usage.total), **attrs}
+                attrs = {**usage_attributes(self._usage.amounts()), **attrs}
             if attrs:  # usage numbers and outcome strings: valid as they are
                 self._span._set_valid_attributes(attrs)
         except Exception as error:
