@@ -35,6 +35,14 @@ def unreadable(exc: BaseException) -> str:
     return f"<unreadable: {name}>"
 
 
+def text_of(value: object) -> str:
+    """`str(value)`, or the `unreadable` marker when that raises."""
+    try:
+        return str(value)
+    except Exception as exc:
+        return unreadable(exc)
+
+
 def log_internal_error(where: str, exc: BaseException) -> None:
     """Log an internal failure once per `where`; re-raise it when `MASTRACE_RAISE_INTERNAL=1`."""
     if raise_internal():

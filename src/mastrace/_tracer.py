@@ -23,7 +23,7 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
 from . import semconv
-from ._errors import handle_internal_errors, log_internal_error, unreadable
+from ._errors import handle_internal_errors, log_internal_error, text_of, unreadable
 from ._otel_private import RUNTIME_CONTEXT_VAR, SPAN_KEY
 from ._snapshot import coerce_value, json_schema
 from ._state import STATE, bump, span_lost
@@ -73,7 +73,7 @@ def _clean_attributes(
         return {semconv.MASTRACE_UNREADABLE: unreadable(exc)}, None
     for key, value in items:
         if type(key) is not str:
-            key = _text(key)
+            key = text_of(key)
         t = type(value)
         if t is str or t is int or t is float or t is bool:
             out[key] = value
@@ -85,14 +85,6 @@ def _clean_attributes(
         if is_json:
             (json_texts := json_texts or {})[key] = coerced  # type: ignore[assignment]
     return out, json_texts
-
-
-def _text(value: Any) -> str:
-    """`str(value)`, or the unreadable marker when that raises."""
-    try:
-        return str(value)
-    except Exception as exc:
-        return unreadable(exc)
 
 
 def _to_link(link: Any) -> Link | None:
@@ -212,7 +204,7 @@ class Span:
         if self._links:
             links = _links(self._links)
         if type(self._name) is not str:
-            self._name = _text(self._name)
+            self._name = text_of(self._name)
         var = _VAR
         if var is not None:
             parent = var.get()
@@ -315,7 +307,7 @@ class Span:
 
     @staticmethod
     def _record_error(span: trace.Span, exc: BaseException) -> None:
-        message = _text(exc)
+        message = text_of(exc)
         try:
             span.record_exception(exc, escaped=True)
         except Exception:  # an exception whose message or traceback cannot be read
@@ -415,7 +407,7 @@ class Span:
         with handle_internal_errors("set_status"):
             code = _STATUS[status] if isinstance(status, str) else status
             if description is not None and type(description) is not str:
-                description = _text(description)
+                description = text_of(description)
             span.set_status(Status(code, description if code is StatusCode.ERROR else None))
 
     # -- introspection ----------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from types import MappingProxyType, TracebackType
 from typing import Any
 
 from .. import semconv
-from .._errors import log_internal_error, unreadable
+from .._errors import log_internal_error, text_of
 from .._tracer import NoOpSpan, Span
 from ..exceptions import ConfigError
 from ..usage import (
@@ -127,7 +127,7 @@ class AgentRound(SpanHandle):
         for key, name in _OUTCOME_FIELDS:
             value = fields.get(name)
             if value is not None:
-                attrs[key] = value if type(value) is str else _label(value)
+                attrs[key] = value if type(value) is str else text_of(value)
         # Set when the round completes (with its usage); a later call replaces an earlier one.
         self._outcome_attrs = attrs
         if outcome == "error":
@@ -136,14 +136,6 @@ class AgentRound(SpanHandle):
     def add_usage(self, usage: Usage) -> None:
         """Add usage to this round (and to the session and scope around it)."""
         credit_usage(Usage.coerce(usage), chain=self._chain)
-
-
-def _label(value: Any) -> str:
-    """A label given as another type than str, as text (never raises)."""
-    try:
-        return str(value)
-    except Exception as exc:
-        return unreadable(exc)
 
 
 class AgentMixin:

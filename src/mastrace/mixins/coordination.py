@@ -48,7 +48,9 @@ def mixin_tracer() -> Tracer:
 
 def prefixed(attrs: Mapping[str, Any]) -> dict[str, Any]:
     """Keyword attributes as span attributes: plain names get `massgen.`, dotted names stay as given."""
-    return {(key if "." in key else f"massgen.{key}"): value for key, value in attrs.items()}
+    out: dict[str, Any] = {}
+    add_prefixed(out, attrs)
+    return out
 
 
 def add_prefixed(target: dict[str, Any], attrs: Mapping[str, Any]) -> None:
