@@ -358,9 +358,8 @@ def _c_encoder(sort_keys: bool) -> Callable[[Any], str]:
     """A reusable C encoder: `json.JSONEncoder.encode` builds one per call, which doubles the cost
     of encoding a small attribute dict. It checks no cycles (a cycle raises RecursionError, and the
     value then takes the `to_json_value` path, which marks cycles)."""
-    sep = (",", ":")
     plain = json.JSONEncoder(
-        ensure_ascii=False, separators=sep, allow_nan=False, sort_keys=sort_keys, default=_default
+        ensure_ascii=False, separators=(",", ":"), allow_nan=False, sort_keys=sort_keys, default=_default
     )
     make = getattr(json.encoder, "c_make_encoder", None)
     if make is None:  # pragma: no cover - CPython always has the accelerator
@@ -382,7 +381,6 @@ def _c_encoder(sort_keys: bool) -> Callable[[Any], str]:
 
 _compact_encode = _c_encoder(sort_keys=False)
 _sorted_encode = _c_encoder(sort_keys=True)
-_repr_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 _orjson: Any
 try:  # optional (`mastrace[speed]`): several times faster on attribute dicts than the standard library
@@ -429,8 +427,8 @@ def dumps_json(value: Any, *, sort_keys: bool = False) -> str:
         try:
             text = encode(to_json_value(value))
         except Exception:  # pragma: no cover - to_json_value output is always encodable
-            text = _repr_encode(safe_repr(value))
-    return text if text.isascii() or SURROGATE.search(text) is None else SURROGATE.sub("\ufffd", text)
+            text = encode(safe_repr(value))
+    return text if utf8_safe(text) else SURROGATE.sub("\ufffd", text)
 
 
 def loads_json(text: str | bytes) -> Any:
