@@ -62,35 +62,37 @@ b AS (
 )
 SELECT span_id, parent, file, rank, n, kids, lb FROM b WHERE lb < $bound ORDER BY parent, rank
 """
-_RANKED = """
+
+
+def _level_sql(parent: str, plb: str, partition: str, source: str, where: str) -> str:
+    """`_LEVEL_SQL` over the candidates `source` keeps under `where`, ranked within `partition`,
+    with `parent` and their parent's lower bound `plb`."""
+    candidates = f"""
     SELECT span_id, {parent} AS parent, file, {plb} AS plb,
            row_number() OVER (PARTITION BY {partition} ORDER BY s, e, span_id) - 1 AS rank,
            count(*) OVER (PARTITION BY {partition}) AS n
     FROM {source}
     WHERE {where}
 """
-_ROOTS_SQL = _LEVEL_SQL.format(
-    kids=_KIDS,
-    candidates=_RANKED.format(
-        parent="NULL::VARCHAR",
-        plb="-1",
-        partition="NULL",
-        source=_SKELETON,
-        # a root, its own parent, or an orphan (its parent is not in the trace)
-        where=f"parent IS NULL OR parent = span_id OR parent IN ("
-        f"SELECT k.parent FROM {_KIDS} AS k ANTI JOIN {_SKELETON} AS p ON p.span_id = k.parent)",
-    ),
+    return _LEVEL_SQL.format(kids=_KIDS, candidates=candidates)
+
+
+_ROOTS_SQL = _level_sql(
+    parent="NULL::VARCHAR",
+    plb="-1",
+    partition="NULL",
+    source=_SKELETON,
+    # a root, its own parent, or an orphan (its parent is not in the trace)
+    where=f"parent IS NULL OR parent = span_id OR parent IN ("
+    f"SELECT k.parent FROM {_KIDS} AS k ANTI JOIN {_SKELETON} AS p ON p.span_id = k.parent)",
 )
-_CHILDREN_SQL = _LEVEL_SQL.format(
-    kids=_KIDS,
-    candidates=_RANKED.format(
-        parent="k.parent",
-        plb="f.lb",
-        partition="k.parent",
-        source=f"{_SKELETON} AS k JOIN "
-        "(SELECT unnest($ids::VARCHAR[]) AS id, unnest($lbs::BIGINT[]) AS lb) AS f ON k.parent = f.id",
-        where="k.parent <> k.span_id",
-    ),
+_CHILDREN_SQL = _level_sql(
+    parent="k.parent",
+    plb="f.lb",
+    partition="k.parent",
+    source=f"{_SKELETON} AS k JOIN "
+    "(SELECT unnest($ids::VARCHAR[]) AS id, unnest($lbs::BIGINT[]) AS lb) AS f ON k.parent = f.id",
+    where="k.parent <> k.span_id",
 )
 
 

@@ -92,16 +92,19 @@ SELECT trace_id, span_id, parent_span_id, span_name, message, span_type, level,
        epoch_us(start_timestamp) AS start_us, epoch_us(end_timestamp) AS end_us, duration,
        is_exception, exception_type, exception_message, otel_status_code, otel_status_message, otel_kind,
        otel_scope_name, otel_scope_version, service_name{details}
-FROM records
+FROM {table}
 WHERE trace_id = ?{only}
 ORDER BY start_timestamp, span_id
 """
-_SPANS_SQL = _SPAN_SKELETON.format(details="," + _SPAN_DETAILS, only="")
-_LIGHT_SPANS_SQL = _SPAN_SKELETON.format(details="", only="")
-_SOME_SPANS_SQL = _SPAN_SKELETON.format(
-    details="," + _SPAN_DETAILS, only=" AND span_id IN (SELECT unnest(CAST(? AS VARCHAR[])))"
-)
+_SPANS_SQL = _SPAN_SKELETON.format(details="," + _SPAN_DETAILS, only="", table="records")
+_LIGHT_SPANS_SQL = _SPAN_SKELETON.format(details="", only="", table="records")
 _SOME_FILES_VIEW = "_mastrace_some_files"  # `records` over a few segment files
+_SOME_SPANS_SQL, _SOME_SPANS_IN_FILES_SQL = (
+    _SPAN_SKELETON.format(
+        details="," + _SPAN_DETAILS, only=" AND span_id IN (SELECT unnest(CAST(? AS VARCHAR[])))", table=table
+    )
+    for table in ("records", _SOME_FILES_VIEW)
+)
 _DETAILS_SQL = f"""
 SELECT span_id, {_SPAN_DETAILS}
 FROM records
@@ -410,8 +413,7 @@ class TraceStore:
             if files:
                 try:
                     self.execute(view_sql(read_json_sql(list(files)), _SOME_FILES_VIEW))
-                    sql = _SOME_SPANS_SQL.replace("FROM records", f"FROM {_SOME_FILES_VIEW}")
-                    return [_span_row(row) for row in self.rows(sql, params)]
+                    return [_span_row(row) for row in self.rows(_SOME_SPANS_IN_FILES_SQL, params)]
                 except StoreError:  # a segment went away meanwhile: read them all
                     pass
             return [_span_row(row) for row in self.rows(_SOME_SPANS_SQL, params)]
