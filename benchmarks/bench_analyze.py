@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import statistics
 import tempfile
@@ -160,7 +161,7 @@ def write_store(path: Path, spans: int, *, roots: bool = True, layout: str = "in
                 write(n % SEGMENTS, chunk)
             last = 0
         else:
-            for chunk in _then(chunks, session):
+            for chunk in itertools.chain(chunks, [session]):
                 if not opened or opened[-1][1] >= DEFAULT_SEGMENT_BYTES:
                     segment(len(opened))
                 write(len(opened) - 1, chunk)
@@ -168,11 +169,6 @@ def write_store(path: Path, spans: int, *, roots: bool = True, layout: str = "in
         if roots:
             (path / ROOTS_DIR / f"bench-{last:03d}{SEGMENT_SUFFIX}").write_text(session, encoding="utf-8")
     return 1 + rounds * SPANS_PER_ROUND
-
-
-def _then(chunks: Iterator[str], last: str) -> Iterator[str]:
-    yield from chunks
-    yield last
 
 
 def _round_start(n: int) -> int:
