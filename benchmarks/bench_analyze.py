@@ -16,7 +16,10 @@ Then it times, alternately and `--repeat` times each:
 and prints the median and best of each, the ratio of the medians (target: analyze ≤ 5× the
 scan) and the ratio of the best runs (the least disturbed on a shared machine).
 
-Run: `python benchmarks/bench_analyze.py [--spans N] [--repeat N] [--dir DIR] [--no-roots]`
+Before timing, it checks that `tree` prints the same lines from the skeleton files as from the
+segments alone (the skeleton files moved away).
+
+Run: `python benchmarks/bench_analyze.py [--spans N] [--repeat N] [--dir DIR] [--no-roots] [--no-skeleton]`
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from mastrace.analysis import (
     render_trace_html,
 )
 from mastrace.store import connect
-from mastrace.store._schema import ROOTS_DIR, SEGMENT_SUFFIX, SEGMENTS_DIR
+from mastrace.store._schema import ROOTS_DIR, SEGMENT_SUFFIX, SEGMENTS_DIR, SKELETON_DIR, SKELETON_SUFFIX
 from mastrace.store._writer import DEFAULT_SEGMENT_BYTES
 
 TARGET_RATIO = 5.0
@@ -56,20 +59,25 @@ MS = 1_000_000
 
 def _line(
     span_id: int, parent: int | None, name: str, start: int, end: int, attrs: str, extra: str = ""
-) -> str:
+) -> tuple[str, str]:
+    """A span's segment line, and its skeleton line after the offset fields (`_schema.SKELETON_FIELDS`)."""
     parent_field = f'"parent_span_id":"{parent:016x}",' if parent is not None else ""
-    return (
+    line = (
         f'{{"trace_id":"{TRACE_ID}","span_id":"{span_id:016x}",{parent_field}"start_ns":{start},"end_ns":{end},'
         f'"created_ns":{end},"span_name":"{name}","level":{17 if extra else 9},"span_type":"span",'
         f'"otel_kind":"internal","otel_status_code":"{"ERROR" if extra else "UNSET"}","attributes":{attrs}'
         f'{extra},"service_name":"bench","otel_scope_name":"mastrace.mixins"}}\n'
+    )
+    return (
+        line,
+        f"{TRACE_ID},{span_id},{'' if parent is None else parent},{start},{end},{1 if extra else 0}\n",
     )
 
 
 _ERROR = ',"is_exception":true,"exception_type":"TimeoutError","exception_message":"tool timed out"'
 
 
-def _round_lines(next_id: int, session: int, agent: int, rnd: int, start: int) -> Iterator[str]:
+def _round_lines(next_id: int, session: int, agent: int, rnd: int, start: int) -> Iterator[tuple[str, str]]:
     """The ten spans of one round, starting at `start` (ns); ids from `next_id`."""
     agent_id = f"agent_{agent}"
     kind = "initial_answer" if rnd == 0 else "voting"
@@ -119,14 +127,17 @@ def _round_lines(next_id: int, session: int, agent: int, rnd: int, start: int) -
     yield _line(rid + 9, session, record, end, end, f'{{"massgen.agent_id":"{agent_id}"}}')
 
 
-def write_store(path: Path, spans: int, *, roots: bool = True, layout: str = "interleaved") -> int:
+def write_store(
+    path: Path, spans: int, *, roots: bool = True, skeleton: bool = True, layout: str = "interleaved"
+) -> int:
     """Write about `spans` spans into `path`; returns how many were written.
 
     `interleaved`: the rounds go to `SEGMENTS` files in turn, as when several worker processes
     write one trace into their own segments. `writer`: one process's layout, spans in the order
     they end (the session last) in segments closed at the writer's `DEFAULT_SEGMENT_BYTES`.
-    With `roots`, each segment gets its roots file (the lines of its root spans), as the store's
-    writer keeps them; without, the store looks like one written before roots files existed.
+    With `roots`, each segment gets its roots file (the lines of its root spans), and with
+    `skeleton` its skeleton file, as the store's writer keeps them; without, the store looks like
+    one written before those files existed.
     """
     folder = path / SEGMENTS_DIR
     folder.mkdir(parents=True, exist_ok=True)
@@ -135,39 +146,51 @@ def write_store(path: Path, spans: int, *, roots: bool = True, layout: str = "in
     session_end = T0 + (per_agent + 1) * 1000 * MS
     session = _line(1, None, "coordination.session", T0, session_end, '{"massgen.task":"bench"}')
     chunks = (
-        "".join(_round_lines(2 + n * SPANS_PER_ROUND, 1, n % AGENTS, n // AGENTS, _round_start(n)))
+        list(_round_lines(2 + n * SPANS_PER_ROUND, 1, n % AGENTS, n // AGENTS, _round_start(n)))
         for n in range(rounds)
     )
     if roots:
         (path / ROOTS_DIR).mkdir(parents=True, exist_ok=True)
+    if skeleton:
+        (path / SKELETON_DIR).mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
-        opened: list[tuple[Any, int]] = []  # (file, bytes written)
+        opened: list[tuple[Any, Any, int]] = []  # (segment, skeleton file, bytes written)
 
         def segment(i: int) -> Any:
             while len(opened) <= i:
-                name = f"bench-{len(opened):03d}{SEGMENT_SUFFIX}"
+                name = f"bench-{len(opened):03d}"
                 if roots:  # written before its segment, as the writer does; the session's is added below
-                    (path / ROOTS_DIR / name).write_text("", encoding="utf-8")
-                opened.append((stack.enter_context(open(folder / name, "w", encoding="utf-8")), 0))
+                    (path / ROOTS_DIR / f"{name}{SEGMENT_SUFFIX}").write_text("", encoding="utf-8")
+                skel = None
+                if skeleton:
+                    skel = stack.enter_context(open(path / SKELETON_DIR / f"{name}{SKELETON_SUFFIX}", "w"))
+                seg = stack.enter_context(open(folder / f"{name}{SEGMENT_SUFFIX}", "w", encoding="utf-8"))
+                opened.append((seg, skel, 0))
             return opened[i][0]
 
-        def write(i: int, text: str) -> None:
-            segment(i).write(text)
-            opened[i] = (opened[i][0], opened[i][1] + len(text))
+        def write(i: int, pairs: list[tuple[str, str]]) -> None:
+            seg = segment(i)
+            _, skel, size = opened[i]
+            if skel is not None:
+                offsets = itertools.accumulate((len(line) for line, _ in pairs[:-1]), initial=size)
+                skel.write("".join(f"{o},0,{tail}" for o, (_, tail) in zip(offsets, pairs, strict=True)))
+            text = "".join(line for line, _ in pairs)
+            seg.write(text)
+            opened[i] = (seg, skel, size + len(text))
 
         if layout == "interleaved":
-            write(0, session)
+            write(0, [session])
             for n, chunk in enumerate(chunks):
                 write(n % SEGMENTS, chunk)
             last = 0
         else:
-            for chunk in itertools.chain(chunks, [session]):
-                if not opened or opened[-1][1] >= DEFAULT_SEGMENT_BYTES:
+            for chunk in itertools.chain(chunks, [[session]]):
+                if not opened or opened[-1][2] >= DEFAULT_SEGMENT_BYTES:
                     segment(len(opened))
                 write(len(opened) - 1, chunk)
             last = len(opened) - 1
         if roots:
-            (path / ROOTS_DIR / f"bench-{last:03d}{SEGMENT_SUFFIX}").write_text(session, encoding="utf-8")
+            (path / ROOTS_DIR / f"bench-{last:03d}{SEGMENT_SUFFIX}").write_text(session[0], encoding="utf-8")
     return 1 + rounds * SPANS_PER_ROUND
 
 
@@ -218,6 +241,22 @@ def time_runs(path: Path) -> float:
     return time.perf_counter() - started
 
 
+def check_skeleton(path: Path) -> None:
+    """Stop unless `tree` prints the same from the skeleton files as from the segments alone."""
+    with TraceStore(path) as store:
+        fast = render_trace(store, TRACE_ID, max_spans=2000)
+    hidden = path / f"{SKELETON_DIR}.hidden"
+    (path / SKELETON_DIR).rename(hidden)
+    try:
+        with TraceStore(path) as store:
+            slow = render_trace(store, TRACE_ID, max_spans=2000)
+    finally:
+        hidden.rename(path / SKELETON_DIR)
+    if fast != slow:
+        raise SystemExit("the tree read through the skeleton files differs from the segments' own")
+    print("  checked: the tree read through the skeleton files equals the segments' own")
+
+
 def _runs(values: list[float]) -> str:
     return f"median {statistics.median(values):6.2f} s  best {min(values):6.2f} s"
 
@@ -231,6 +270,11 @@ def main() -> None:
         "--no-roots", action="store_true", help="write no roots files, like a store from an older version"
     )
     parser.add_argument(
+        "--no-skeleton",
+        action="store_true",
+        help="write no skeleton files, like a store from an older version",
+    )
+    parser.add_argument(
         "--layout",
         choices=("interleaved", "writer"),
         default="interleaved",
@@ -240,10 +284,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="mastrace-bench-") as tmp:
         path = args.dir or Path(tmp) / "store"
         started = time.perf_counter()
-        count = write_store(path, args.spans, roots=not args.no_roots, layout=args.layout)
+        count = write_store(
+            path, args.spans, roots=not args.no_roots, skeleton=not args.no_skeleton, layout=args.layout
+        )
         print(
             f"wrote {count:,} spans ({args.layout} layout) in {time.perf_counter() - started:.1f} s to {path}"
         )
+        if not args.no_skeleton:
+            check_skeleton(path)
         time_scan(path)  # warm the page cache, so every variant reads from memory
         timings: dict[str, list[float]] = {
             "latest": [],

@@ -3,14 +3,15 @@
 A trace of a million spans prints its first lines (`mastrace tree`) or draws its first rows
 (`mastrace view`) from two passes over the store and a few small queries:
 
-1. DuckDB copies the trace's skeleton (ids, parent, times, error flag, segment file) into a
-   temporary table: one pass over the segments.
+1. DuckDB copies the trace's skeleton (ids, parent, times, error flag, segment file and where the
+   span's line starts in it) into a temporary table, from the small skeleton files that writers
+   keep beside their segments (or, for a segment without one, from the segment itself).
 2. Level by level from the roots, the children of the spans kept so far are ranked in DuckDB. A
    span is kept only while a lower bound of its depth-first position is below the limit: its
    parent's bound, plus one, plus one and the child count of each earlier sibling. Each level
    returns at most as many rows as the limit, and no level is read whole.
 3. Python walks the kept spans depth first and stops at the limit; only those spans are then read
-   in full, from the segment files that hold them.
+   in full: their lines straight from where the skeleton says they start, parsed by DuckDB.
 
 The order is `build_tree`'s: siblings by start, end and span id (start and end in microseconds);
 a span whose parent is not in the trace, or that is its own parent, is a root.
@@ -18,14 +19,15 @@ a span whose parent is not in the trace, or that is its own parent, is a root.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from .. import semconv
-from ..store._schema import COLUMNS, VALID_ROW_SQL
-from ..store.reader import segments_source
-from ._store import SpanRow, TraceStore
+from ..store._schema import COLUMNS, VALID_ROW_SQL, read_json_sql, read_skeleton_sql
+from ..store.reader import SkeletonFile, skeleton_files
+from ._store import SpanRow, TraceStore, span_from_line
 from ._tree import TreeNode, span_line
 
 __all__ = ["TracePrefix", "read_prefix", "render_trace"]
@@ -54,13 +56,13 @@ r AS (
     FROM c LEFT JOIN {kids} AS g ON g.parent = c.span_id
 ),
 b AS (
-    SELECT span_id, parent, file, rank, n, kids,
+    SELECT span_id, parent, file, off, rank, n, kids,
            plb + 1 + rank + coalesce(sum(kids) OVER (
                PARTITION BY parent ORDER BY rank ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
            ), 0) AS lb
     FROM r
 )
-SELECT span_id, parent, file, rank, n, kids, lb FROM b WHERE lb < $bound ORDER BY parent, rank
+SELECT span_id, parent, file, off, rank, n, kids, lb FROM b WHERE lb < $bound ORDER BY parent, rank
 """
 
 
@@ -68,7 +70,7 @@ def _level_sql(parent: str, plb: str, partition: str, source: str, where: str) -
     """`_LEVEL_SQL` over the candidates `source` keeps under `where`, ranked within `partition`,
     with `parent` and their parent's lower bound `plb`."""
     candidates = f"""
-    SELECT span_id, {parent} AS parent, file, {plb} AS plb,
+    SELECT span_id, {parent} AS parent, file, off, {plb} AS plb,
            row_number() OVER (PARTITION BY {partition} ORDER BY s, e, span_id) - 1 AS rank,
            count(*) OVER (PARTITION BY {partition}) AS n
     FROM {source}
@@ -91,15 +93,35 @@ _CHILDREN_SQL = _level_sql(
     plb="f.lb",
     partition="k.parent",
     source=f"{_SKELETON} AS k JOIN "
-    "(SELECT unnest($ids::VARCHAR[]) AS id, unnest($lbs::BIGINT[]) AS lb) AS f ON k.parent = f.id",
+    "(SELECT unnest($ids::UBIGINT[]) AS id, unnest($lbs::BIGINT[]) AS lb) AS f ON k.parent = f.id",
     where="k.parent <> k.span_id",
 )
+# The segment files, numbered as the skeleton's `file` column numbers them.
+_FILES = (
+    "(SELECT unnest($names::VARCHAR[]) AS name, unnest($whole::BIGINT[]) AS whole, "
+    "generate_subscripts($names::VARCHAR[], 1) - 1 AS i) AS f"
+)
+# Span ids are 64-bit numbers in the skeleton (as in its files), which DuckDB joins faster than text.
+_FROM_SKELETON_FILES = f"""
+SELECT k.span_id, k.parent, k.start_ns // 1000 AS s, k.end_ns // 1000 AS e, k.err = 1 AS err, f.i AS file,
+       k.base + k.rel AS off
+FROM {{source}} AS k JOIN {_FILES} ON f.name = k.filename
+WHERE k.trace_id = $trace AND k.err IS NOT NULL AND k.span_id IS NOT NULL AND k.start_ns IS NOT NULL
+      AND k.end_ns IS NOT NULL AND k.base + k.rel < f.whole
+"""
+_FROM_SEGMENTS = f"""
+SELECT TRY_CAST('0x' || span_id AS UBIGINT) AS span_id, TRY_CAST('0x' || parent_span_id AS UBIGINT) AS parent,
+       start_ns // 1000 AS s, end_ns // 1000 AS e, {_ERROR_SQL} AS err, f.i AS file, NULL::BIGINT AS off
+FROM {{source}} AS segments JOIN {_FILES} ON f.name = segments.filename
+WHERE trace_id = $trace AND {VALID_ROW_SQL} AND TRY_CAST('0x' || span_id AS UBIGINT) IS NOT NULL
+"""
 
 
 class _Kept(NamedTuple):
-    span_id: str
-    parent: str | None
-    file: str | None
+    span_id: int
+    parent: int | None
+    file: int | None
+    off: int | None
     rank: int
     n: int
     kids: int
@@ -135,15 +157,9 @@ def read_prefix(store: TraceStore, trace_id: str, max_spans: int | None) -> Trac
     Raises:
         StoreError: The trace has no spans in the store.
     """
-    source = segments_source(store.paths)
-    file_column = "filename" if source.startswith("read_json(") else "NULL::VARCHAR"
-    store.execute(
-        f"CREATE OR REPLACE TEMP TABLE {_SKELETON} AS "
-        f"SELECT span_id, parent_span_id AS parent, start_ns // 1000 AS s, end_ns // 1000 AS e, "
-        f"{_ERROR_SQL} AS err, {file_column} AS file "
-        f"FROM {source} AS segments WHERE trace_id = ? AND {VALID_ROW_SQL}",
-        [trace_id],
-    )
+    paired, alone = skeleton_files(store.paths)
+    files = [str(f.segment) for f in paired] + [str(p) for p in alone]
+    _copy_skeleton(store, trace_id, paired, alone)
     try:
         total, origin, end, errors = store.table(_TOTALS_SQL)[1][0]
         if not total:
@@ -157,15 +173,84 @@ def read_prefix(store: TraceStore, trace_id: str, max_spans: int | None) -> Trac
     truncated = max_spans is not None and len(order) > max_spans
     if truncated:
         order = order[: max(0, max_spans or 0)]
-    files = sorted({kept.file for kept, _ in order if kept.file})
-    ids = [kept.span_id for kept, _ in order]
-    full = {span.span_id: span for span in store.spans(trace_id, only=ids, files=files or None)}
+    full = _read_spans(store, trace_id, [kept for kept, _ in order], files)
     shown = [
-        TreeNode(full.get(kept.span_id) or SpanRow(trace_id, kept.span_id, None, "", 0, 0, 0.0), depth)
-        for kept, depth in order
+        TreeNode(full.get(span_id) or SpanRow(trace_id, span_id, None, "", 0, 0, 0.0), depth)
+        for span_id, (kept, depth) in zip((f"{kept.span_id:016x}" for kept, _ in order), order, strict=True)
     ]
     last = [kept.rank == kept.n - 1 for kept, _ in order]
     return TracePrefix(shown, last, int(total), int(origin), int(end), int(errors or 0), truncated)
+
+
+def _copy_skeleton(store: TraceStore, trace_id: str, paired: list[SkeletonFile], alone: list[Any]) -> None:
+    """Copy the trace's skeleton into `_SKELETON`: from skeleton files, and from segments without one."""
+    names = [str(f.skeleton) for f in paired] + [str(p) for p in alone]
+    whole = [f.whole for f in paired] + [0] * len(alone)
+    parts = []
+    if paired:
+        parts.append(_FROM_SKELETON_FILES.format(source=read_skeleton_sql(names[: len(paired)])))
+    if alone:
+        parts.append(_FROM_SEGMENTS.format(source=read_json_sql(names[len(paired) :])))
+    select = " UNION ALL ".join(parts) or (
+        "SELECT NULL::UBIGINT AS span_id, NULL::UBIGINT AS parent, 0 AS s, 0 AS e, false AS err, "
+        "0 AS file, NULL::BIGINT AS off WHERE false"
+    )
+    params = {"trace": trace_id, "names": names, "whole": whole} if parts else None
+    store.execute(f"CREATE OR REPLACE TEMP TABLE {_SKELETON} AS {select}", params)
+
+
+def _read_spans(store: TraceStore, trace_id: str, kept: list[_Kept], files: list[str]) -> dict[str, SpanRow]:
+    """The `kept` spans in full, by span id: read at their offsets when the skeleton has them, else with
+    DuckDB from the segments that hold them."""
+    rows: dict[str, SpanRow] = {}
+    by_file: dict[int, list[_Kept]] = {}
+    rest: list[_Kept] = []
+    for span in kept:
+        if span.off is not None and span.file is not None:
+            by_file.setdefault(span.file, []).append(span)
+        else:
+            rest.append(span)
+    for index, spans in by_file.items():
+        for line in _read_lines(files[index], spans):
+            row = span_from_line(line)
+            if row is not None and row.trace_id == trace_id:  # a stale offset reads some other line
+                rows[row.span_id] = row
+        rest.extend(span for span in spans if f"{span.span_id:016x}" not in rows)
+    if rest:  # what has no skeleton, and lines that only DuckDB can read as `records` does
+        found = store.spans(
+            trace_id,
+            only=[f"{span.span_id:016x}" for span in rest],
+            files=sorted({files[span.file] for span in rest if span.file is not None}) or None,
+        )
+        rows.update((row.span_id, row) for row in found)
+    return rows
+
+
+def _read_lines(path: str, spans: list[_Kept], chunk: int = 4096) -> list[bytes]:
+    """The lines that start where the skeleton says `spans` start in the segment at `path`; a line
+    that is not there whole is left out (what a line holds is checked by the caller)."""
+    found: list[bytes] = []
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return found
+    try:
+        for offset in sorted(span.off or 0 for span in spans):
+            data = os.pread(fd, chunk, offset)
+            end = data.find(b"\n")
+            while end < 0 and len(data) % chunk == 0 and data:  # a long line: read on to its end
+                more = os.pread(fd, len(data), offset + len(data))
+                if not more:
+                    break
+                data += more
+                end = data.find(b"\n")
+            if end >= 0:
+                found.append(data[: end + 1])
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    return found
 
 
 def render_trace(store: TraceStore, trace_id: str, *, max_spans: int | None = 2000) -> str:
@@ -196,13 +281,13 @@ def render_trace(store: TraceStore, trace_id: str, *, max_spans: int | None = 20
     return "\n".join(lines) + "\n" if lines else ""
 
 
-def _levels(store: TraceStore, bound: int) -> dict[str | None, list[_Kept]]:
+def _levels(store: TraceStore, bound: int) -> dict[int | None, list[_Kept]]:
     """The kept spans, as the kept children of each parent (None: the roots) in sibling order."""
-    children: dict[str | None, list[_Kept]] = {}
-    expanded: set[str] = set()  # a span id written twice is expanded once
+    children: dict[int | None, list[_Kept]] = {}
+    expanded: set[int] = set()  # a span id written twice is expanded once
     rows: Sequence[tuple[Any, ...]] = store.table(_ROOTS_SQL, {"bound": bound})[1]
     while rows:
-        frontier: dict[str, int] = {}
+        frontier: dict[int, int] = {}
         for row in rows:
             kept = _Kept(*row)
             children.setdefault(kept.parent, []).append(kept)
@@ -218,7 +303,7 @@ def _levels(store: TraceStore, bound: int) -> dict[str | None, list[_Kept]]:
     return children
 
 
-def _walk(children: dict[str | None, list[_Kept]], bound: int) -> list[tuple[_Kept, int]]:
+def _walk(children: dict[int | None, list[_Kept]], bound: int) -> list[tuple[_Kept, int]]:
     """The first `bound` kept spans in depth-first order, each with its depth."""
     order: list[tuple[_Kept, int]] = []
     stack = [(kept, 0) for kept in reversed(children.get(None, []))]

@@ -19,12 +19,12 @@ import duckdb
 from .. import semconv
 from .._snapshot import loads_json
 from ..exceptions import StoreError
-from ..store._schema import read_json_sql, view_sql
+from ..store._schema import STORED_FIELDS, read_json_sql, view_sql
 from ..store._sql_compat import portable_sql
 from ..store.reader import StorePaths, connect, roots_complete, segment_files, skipped_rows, store_paths
 from ._kinds import AGENT_SPAN_SQL
 
-__all__ = ["RunRef", "RunSummary", "SpanRow", "TraceStore"]
+__all__ = ["RunRef", "RunSummary", "SpanRow", "TraceStore", "span_from_line"]
 
 _HEX = re.compile(r"^[0-9a-f]+$")
 _MIN_PREFIX = 4
@@ -179,8 +179,11 @@ class SpanRow:
 
 
 def _loads(text: str | None, default: Any) -> Any:
-    """Parsed JSON of the same shape as `default` (an object or an array), else `default`."""
-    if not text:
+    """Parsed JSON of the same shape as `default` (an object or an array), else `default`; a value
+    that is parsed already is taken as it is."""
+    if isinstance(text, type(default)):
+        return text
+    if not text or not isinstance(text, str):
         return default
     try:
         value = loads_json(text)
@@ -210,28 +213,85 @@ def _span_row(row: dict[str, Any]) -> SpanRow:
     return SpanRow(
         trace_id=row["trace_id"],
         span_id=row["span_id"],
-        parent_span_id=row["parent_span_id"],
-        name=row["span_name"] or "",
+        parent_span_id=row.get("parent_span_id"),
+        name=row.get("span_name") or "",
         start_us=int(row["start_us"]),
         end_us=int(row["end_us"]),
-        duration=float(row["duration"] or 0.0),
-        span_type=row["span_type"] or "span",
-        level=int(row["level"] or 9),
-        message=row["message"],
+        duration=float(row.get("duration") or 0.0),
+        span_type=row.get("span_type") or "span",
+        level=int(row.get("level") or 9),
+        message=row.get("message"),
         attributes=_loads(row.get("attributes"), {}),
         events=_loads(row.get("otel_events"), []),
         links=_loads(row.get("otel_links"), []),
-        is_exception=bool(row["is_exception"]),
-        exception_type=row["exception_type"],
-        exception_message=row["exception_message"],
+        is_exception=bool(row.get("is_exception")),
+        exception_type=row.get("exception_type"),
+        exception_message=row.get("exception_message"),
         exception_stacktrace=row.get("exception_stacktrace"),
-        otel_status_code=row["otel_status_code"] or "UNSET",
-        otel_status_message=row["otel_status_message"],
-        otel_kind=row["otel_kind"] or "internal",
-        scope_name=row["otel_scope_name"],
-        scope_version=row["otel_scope_version"],
-        service_name=row["service_name"],
+        otel_status_code=row.get("otel_status_code") or "UNSET",
+        otel_status_message=row.get("otel_status_message"),
+        otel_kind=row.get("otel_kind") or "internal",
+        scope_name=row.get("otel_scope_name"),
+        scope_version=row.get("otel_scope_version"),
+        service_name=row.get("service_name"),
         resource=_loads(row.get("resource"), {}),
+    )
+
+
+_FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
+    name: {"VARCHAR": str, "VARCHAR[]": list, "BOOLEAN": bool, "JSON": object}.get(sql_type, int)
+    for name, sql_type in STORED_FIELDS.items()
+}
+
+
+def span_from_line(line: str | bytes) -> SpanRow | None:
+    """The span of one line of a segment file, as `TraceStore.spans` reads it through `records`.
+
+    Only lines whose every field has the type the store's writer gives it are read (what `records`
+    would make of other lines is DuckDB's to say): None for any other line, and for lines that
+    `records` leaves out.
+    """
+    try:
+        fields = loads_json(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(fields, dict):
+        return None
+    for key, value in fields.items():
+        kind = _FIELD_TYPES.get(key)
+        if kind is None or value is None:
+            continue
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            return None
+        if isinstance(value, list) and kind is list and not all(isinstance(tag, str) for tag in value):
+            return None
+    trace_id, span_id, parent = fields.get("trace_id"), fields.get("span_id"), fields.get("parent_span_id")
+    start, end = fields.get("start_ns"), fields.get("end_ns")
+    if (
+        not isinstance(trace_id, str)
+        or len(trace_id) != 32
+        or not isinstance(span_id, str)
+        or len(span_id) != 16
+        or not (parent is None or len(parent) == 16)
+        or not isinstance(start, int)
+        or not isinstance(end, int)
+        or start < 0
+        or end < 0
+    ):
+        return None
+    name = fields.get("span_name")
+    message = fields.get("message")
+    return _span_row(
+        {
+            **fields,
+            "parent_span_id": parent,
+            "span_name": name,
+            "start_us": start // 1000,
+            "end_us": end // 1000,
+            "duration": (end - start) / 1e9,
+            "message": name if message is None else message,
+            "resource": fields.get("otel_resource_attributes"),
+        }
     )
 
 
@@ -296,7 +356,7 @@ class TraceStore:
         except duckdb.Error as exc:
             raise StoreError(f"query failed: {exc}") from exc
 
-    def execute(self, sql: str, params: Sequence[Any] | None = None) -> None:
+    def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] | None = None) -> None:
         """Run a statement that returns nothing (e.g. `CREATE TEMP TABLE`)."""
         try:
             sql = portable_sql(sql)

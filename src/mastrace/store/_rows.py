@@ -24,6 +24,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from .. import semconv
 from .._otel_private import span_attributes, span_sequence
 from .._snapshot import dumps_json
+from ._schema import SKELETON_BASE
 
 __all__ = ["EncodedBatch", "RowEncoder", "span_to_dict"]
 
@@ -42,6 +43,7 @@ _COLUMN_KEYS = frozenset(
     }
 )
 _CACHE_LIMIT = 256
+_BASE = SKELETON_BASE.decode("ascii")
 _NOTHING = object()
 
 
@@ -53,12 +55,15 @@ class EncodedBatch(NamedTuple):
         roots: The lines of the root spans (no parent) among them, in the same order.
         encoded: How many spans were encoded.
         failed: How many spans could not be encoded (they are in neither `data` nor `roots`).
+        skeleton: A skeleton line for each line of `data` (see `_schema.SKELETON_FIELDS`), with
+            `SKELETON_BASE` where the size of the segment before `data` goes.
     """
 
     data: bytes
     roots: bytes
     encoded: int
     failed: int
+    skeleton: bytes = b""
 
 
 def _fields(mapping: Mapping[str, Any]) -> str:
@@ -161,27 +166,36 @@ class RowEncoder:
         """Encode `spans` as UTF-8 NDJSON, keeping the lines of root spans apart as well."""
         lines: list[str] = []
         roots: list[str] = []
+        skeleton: list[str] = []
         failed = 0
-        line = self.line
+        position = 0
+        encode = self._encode
         for span in spans:
             try:
-                text = line(span, created_ns)
+                text, bones = encode(span, created_ns, position)
             except Exception:
                 failed += 1
                 continue
             lines.append(text)
+            skeleton.append(bones)
+            # Lone surrogates cannot be UTF-8; "replace" keeps the JSON valid (they sit inside strings).
+            position += len(text) if text.isascii() else len(text.encode("utf-8", "replace"))
             if span.parent is None:
                 roots.append(text)
-        # Lone surrogates cannot be UTF-8; "replace" keeps the JSON valid (they sit inside strings).
         return EncodedBatch(
             "".join(lines).encode("utf-8", "replace"),
             "".join(roots).encode("utf-8", "replace"),
             len(lines),
             failed,
+            "".join(skeleton).encode("ascii"),
         )
 
     def line(self, span: ReadableSpan, created_ns: int) -> str:
         """One NDJSON line (with its newline) for `span`."""
+        return self._encode(span, created_ns, 0)[0]
+
+    def _encode(self, span: ReadableSpan, created_ns: int, position: int) -> tuple[str, str]:
+        """`span`'s line, and its skeleton line for a line at `position` in its batch."""
         ctx = span.context
         parent = span.parent
         attrs = span_attributes(span)
@@ -205,7 +219,12 @@ class RowEncoder:
         code_name = "UNSET" if code is _UNSET else _STATUS_NAMES.get(code, "UNSET")
         kind = span.kind
         kind_name = "internal" if kind is _INTERNAL else _KIND_NAMES.get(kind, "internal")
-        parent_field = f'"parent_span_id":"{parent.span_id:016x}",' if parent is not None else ""
+        if parent is None:
+            parent_id: int | str = ""
+            parent_field = ""
+        else:
+            parent_id = parent.span_id
+            parent_field = f'"parent_span_id":"{parent_id:016x}",'
         start = span.start_time or created_ns
         end = span.end_time or start
         scope, resource = span.instrumentation_scope, span.resource
@@ -218,13 +237,15 @@ class RowEncoder:
         else:
             trace_hex = f"{trace_id:032x}"
             self._last_trace = (trace_id, trace_hex)
+        span_id = ctx.span_id
+        error = has_exception or code is _ERROR or level >= semconv.LEVEL_ERROR
         return (
-            f'{{"trace_id":"{trace_hex}","span_id":"{ctx.span_id:016x}",'
+            f'{{"trace_id":"{trace_hex}","span_id":"{span_id:016x}",'
             f'{parent_field}"start_ns":{start},"end_ns":{end},"created_ns":{created_ns},'
             f'"span_name":{encode_basestring(span.name)},"level":{level},"span_type":"{span_type}",'
             f'"otel_kind":"{kind_name}","otel_status_code":"{code_name}","attributes":{dumps_json(attrs)}'
             f"{_fields(extras) if extras else ''}{tail}}}\n"
-        )
+        ), f"{position},{_BASE},{trace_hex},{span_id},{parent_id},{start},{end},{1 if error else 0}\n"
 
     def _tail(self, scope: Any, resource: Any) -> str:
         """The encoded scope and resource fields, remembered for the next span."""

@@ -5,6 +5,11 @@ no parent), in the same format: the `roots` view reads them with the same column
 that finding the latest run does not scan every span. A segment written before these files existed
 has none; `roots_complete()` in the reader tells whether segments and roots files pair up.
 
+Beside each segment too, `skeleton/<segment stem>.csv` holds one short line per span of the segment:
+where its line starts in the segment, and what a trace's tree needs (ids, parent, times, whether it
+is an error), so that `mastrace tree` and `mastrace view` find the first spans of a huge trace
+without parsing its JSON; see `SKELETON_FIELDS`.
+
 This module is the only place column names live. Two shapes are described here:
 
 - the *stored fields*: the keys of one NDJSON line in a segment file, written by `_rows.py`. Fields
@@ -31,11 +36,16 @@ __all__ = [
     "ROOTS_VIEW_NAME",
     "SEGMENTS_DIR",
     "SEGMENT_SUFFIX",
+    "SKELETON_BASE",
+    "SKELETON_DIR",
+    "SKELETON_FIELDS",
+    "SKELETON_SUFFIX",
     "STORED_FIELDS",
     "VALID_ROW_SQL",
     "VIEW_NAME",
     "empty_source_sql",
     "read_json_sql",
+    "read_skeleton_sql",
     "skipped_sql",
     "view_sql",
 ]
@@ -45,6 +55,11 @@ ROOTS_VIEW_NAME: Final = "roots"
 SEGMENTS_DIR: Final = "segments"
 ROOTS_DIR: Final = "roots"
 SEGMENT_SUFFIX: Final = ".ndjson"
+SKELETON_DIR: Final = "skeleton"
+SKELETON_SUFFIX: Final = ".csv"
+SKELETON_BASE: Final = b"@"
+"""What a writer puts in a skeleton line where the segment's size before its batch goes: the
+batch's lines are encoded before the writer knows where they will land, then this is replaced."""
 
 # Stored field -> DuckDB type used when reading the NDJSON segments.
 STORED_FIELDS: Final[dict[str, str]] = {
@@ -120,6 +135,22 @@ COLUMNS: Final[dict[str, tuple[str, str]]] = {
 
 COLUMN_NAMES: Final[tuple[str, ...]] = tuple(COLUMNS)
 
+# Skeleton field -> DuckDB type: the comma-separated fields of one line of a skeleton file, in order.
+SKELETON_FIELDS: Final[dict[str, str]] = {
+    "rel": "BIGINT",  # where the span's line starts, from the start of its batch's data
+    "base": "BIGINT",  # the segment's size before that batch: the line starts at base + rel
+    "trace_id": "VARCHAR",  # as in the segment (32 hex digits)
+    "span_id": "UBIGINT",  # the 64-bit ids as decimal numbers, which DuckDB joins faster than text
+    "parent": "UBIGINT",  # empty for a root span
+    "start_ns": "BIGINT",
+    "end_ns": "BIGINT",
+    "err": "TINYINT",  # 1 when the span is an error (ERROR status, an exception or an error level)
+}
+"""A skeleton line, e.g. `0,@,<trace id>,<span id>,<parent>,<start>,<end>,0` before the writer puts
+the base in. Writers append a batch's skeleton lines *before* its segment lines, so a reader keeps
+a skeleton line only when the segment already reaches past its start; `err`, last and one digit,
+tells a whole line from a torn one."""
+
 
 def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
@@ -142,6 +173,20 @@ def read_json_sql(files: str | list[str]) -> str:
     return (
         f"read_json({source}, format = 'newline_delimited', records = true, "
         f"ignore_errors = true, hive_partitioning = false, columns = {{{columns}}})"
+    )
+
+
+def read_skeleton_sql(files: list[str]) -> str:
+    """The `read_csv` call that scans skeleton `files`, with DuckDB's `filename` column.
+
+    A torn or malformed line is skipped (a missing field) or read with a NULL `err` (the last
+    field cut off): keep rows with `err IS NOT NULL`.
+    """
+    columns = ", ".join(f"{_quote(name)}: {_quote(sql_type)}" for name, sql_type in SKELETON_FIELDS.items())
+    source = "[" + ", ".join(map(_quote, files)) + "]"
+    return (
+        f"read_csv({source}, columns = {{{columns}}}, header = false, delim = ',', quote = '', "
+        "escape = '', auto_detect = false, null_padding = false, ignore_errors = true, filename = true)"
     )
 
 

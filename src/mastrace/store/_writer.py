@@ -5,12 +5,19 @@ once without a lock between them:
 
     <store>/segments/<hostname>-<pid>-<unix_ns>-<seq>.ndjson
     <store>/roots/<the same name>            the lines of the segment's root spans only
+    <store>/skeleton/<the same stem>.csv     a short line per span: where its line starts, its ids,
+                                             times and error flag (see `_schema.SKELETON_FIELDS`)
 
 Each `export()` call encodes its whole batch first and hands it to the kernel in a single
 `os.write` on a file opened with `O_APPEND`. Nothing is buffered in the process, so a writer that
 is killed loses only the spans it had not yet been given; at worst the last line of its segment is
 torn, and readers skip that line. A segment is closed and a new one started once it passes
 `max_segment_bytes`, or after a failed write (so that nothing is ever appended after a torn line).
+
+Each batch's skeleton lines are appended to the skeleton file just before its lines go to the
+segment, with their final offsets; readers keep only the skeleton lines whose span line has started
+in the segment, so a writer killed between the two writes leaves nothing wrong behind. A skeleton
+file that could not be written whole is deleted, and readers parse that segment's JSON instead.
 
 The root spans of the batch then go to the segment's roots file the same way, so that readers
 can find runs without scanning every span. The roots file is created before its segment, so a
@@ -35,7 +42,14 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from .._errors import warn_once
 from ..exceptions import StoreError
 from ._rows import EncodedBatch, RowEncoder
-from ._schema import ROOTS_DIR, SEGMENT_SUFFIX, SEGMENTS_DIR
+from ._schema import (
+    ROOTS_DIR,
+    SEGMENT_SUFFIX,
+    SEGMENTS_DIR,
+    SKELETON_BASE,
+    SKELETON_DIR,
+    SKELETON_SUFFIX,
+)
 
 __all__ = ["DEFAULT_SEGMENT_BYTES", "LocalStoreExporter"]
 
@@ -88,6 +102,7 @@ class LocalStoreExporter(SpanExporter):
         self.path = Path(path)
         self.segments_dir = self.path / SEGMENTS_DIR
         self.roots_dir = self.path / ROOTS_DIR
+        self.skeleton_dir = self.path / SKELETON_DIR
         self.max_segment_bytes = max_segment_bytes
         self.exported_spans = 0
         self.failed_spans = 0
@@ -96,6 +111,8 @@ class LocalStoreExporter(SpanExporter):
         self._host = _safe_hostname()
         self._fd: int | None = None
         self._roots_fd: int | None = None
+        self._skeleton_fd: int | None = None
+        self._skeleton: Path | None = None
         self._fd_pid = 0
         self._segment: Path | None = None
         self._roots: Path | None = None
@@ -125,6 +142,11 @@ class LocalStoreExporter(SpanExporter):
     def roots(self) -> Path | None:
         """The roots file of the current segment; None when it could not be written."""
         return self._roots
+
+    @property
+    def skeleton(self) -> Path | None:
+        """The skeleton file of the current segment; None when it could not be written."""
+        return self._skeleton
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         """Append `spans` to the current segment; never raises."""
@@ -188,11 +210,21 @@ class LocalStoreExporter(SpanExporter):
             self._close_segment()
             self._open_segment()
         assert self._fd is not None
+        start_anew = False
+        if batch.skeleton and self._skeleton_fd is not None:
+            try:
+                _write_all(self._skeleton_fd, batch.skeleton.replace(SKELETON_BASE, b"%d" % self._size))
+            except OSError as exc:
+                # Readers parse this segment's JSON instead; the next segment gets a new skeleton file.
+                self._drop_skeleton()
+                self._skeleton_failed(exc)
+                start_anew = True
         try:
             self._size += _write_all(self._fd, batch.data)
         except _PartialWrite:
             # Part of a line may be on disk: start a fresh segment so that it stays the last line. Its
-            # roots file may now miss a root span that did land, so readers must not rely on it.
+            # roots file may now miss a root span that did land, so readers must not rely on it. Its
+            # skeleton stays right: readers drop the lines whose span line did not land.
             self._drop_roots()
             self._close_segment()
             raise
@@ -202,8 +234,10 @@ class LocalStoreExporter(SpanExporter):
             except OSError as exc:
                 # The spans are stored; only the shortcut to their roots is lost for this segment.
                 self._drop_roots()
-                self._close_segment()
                 self._roots_failed(exc)
+                start_anew = True
+        if start_anew:
+            self._close_segment()
 
     def _open_segment(self) -> None:
         self.segments_dir.mkdir(parents=True, exist_ok=True)
@@ -212,11 +246,13 @@ class LocalStoreExporter(SpanExporter):
         name = f"{self._host}-{pid}-{time.time_ns()}-{self._seq}{SEGMENT_SUFFIX}"
         # The roots file first: a reader that sees the segment also sees its roots file.
         self._open_roots(name)
+        self._open_skeleton(name)
         segment = self.segments_dir / name
         try:
             self._fd = os.open(segment, _OPEN_FLAGS, 0o644)
         except OSError:
             self._drop_roots()
+            self._drop_skeleton()
             raise
         self._fd_pid = pid
         self._segment = segment
@@ -234,6 +270,25 @@ class LocalStoreExporter(SpanExporter):
         else:
             self._roots = roots
 
+    def _open_skeleton(self, name: str) -> None:
+        skeleton = self.skeleton_dir / (name[: -len(SEGMENT_SUFFIX)] + SKELETON_SUFFIX)
+        try:
+            self.skeleton_dir.mkdir(parents=True, exist_ok=True)
+            self._skeleton_fd = os.open(skeleton, _OPEN_FLAGS, 0o644)
+        except OSError as exc:
+            # Without its skeleton file, readers parse the segment's JSON to draw a trace's tree.
+            self._skeleton_fd, self._skeleton = None, None
+            self._skeleton_failed(exc)
+        else:
+            self._skeleton = skeleton
+
+    def _skeleton_failed(self, exc: OSError) -> None:
+        warn_once(
+            "store.skeleton",
+            f"mastrace: could not write a skeleton file of the local store at {self.path}: {exc!r}; "
+            "spans are still stored, and `tree` and `view` parse them in full",
+        )
+
     def _roots_failed(self, exc: OSError) -> None:
         warn_once(
             "store.roots",
@@ -244,21 +299,31 @@ class LocalStoreExporter(SpanExporter):
     def _close_segment(self) -> None:
         fd, self._fd = self._fd, None
         roots_fd, self._roots_fd = self._roots_fd, None
-        for descriptor in (fd, roots_fd):
+        skeleton_fd, self._skeleton_fd = self._skeleton_fd, None
+        for descriptor in (fd, roots_fd, skeleton_fd):
             if descriptor is not None:
                 with contextlib.suppress(OSError):
                     os.close(descriptor)
 
     def _drop_roots(self) -> None:
         """Close and delete the current roots file: readers then scan its segment instead."""
-        roots_fd, self._roots_fd = self._roots_fd, None
-        if roots_fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(roots_fd)
-        roots, self._roots = self._roots, None
-        if roots is not None:
-            with contextlib.suppress(OSError):
-                roots.unlink()
+        _discard(self._roots_fd, self._roots)
+        self._roots_fd, self._roots = None, None
+
+    def _drop_skeleton(self) -> None:
+        """Close and delete the current skeleton file: readers then parse its segment instead."""
+        _discard(self._skeleton_fd, self._skeleton)
+        self._skeleton_fd, self._skeleton = None, None
+
+
+def _discard(fd: int | None, path: Path | None) -> None:
+    """Close `fd` and delete `path`, each when there is one; errors are ignored."""
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    if path is not None:
+        with contextlib.suppress(OSError):
+            path.unlink()
 
 
 class _PartialWrite(OSError):

@@ -27,7 +27,7 @@ import glob
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import duckdb
 
@@ -37,6 +37,8 @@ from ._schema import (
     ROOTS_VIEW_NAME,
     SEGMENT_SUFFIX,
     SEGMENTS_DIR,
+    SKELETON_DIR,
+    SKELETON_SUFFIX,
     VIEW_NAME,
     empty_source_sql,
     read_json_sql,
@@ -46,6 +48,7 @@ from ._schema import (
 from ._sql_compat import portable_sql
 
 __all__ = [
+    "SkeletonFile",
     "StorePaths",
     "connect",
     "default_store_path",
@@ -54,6 +57,7 @@ __all__ = [
     "roots_complete",
     "segment_files",
     "segments_source",
+    "skeleton_files",
     "skipped_rows",
     "store_paths",
 ]
@@ -135,6 +139,52 @@ def segments_source(path: StorePaths = None) -> str:
     return _source(store_paths(path), SEGMENTS_DIR)
 
 
+class SkeletonFile(NamedTuple):
+    """A segment's skeleton file, and how far its segment holds whole lines."""
+
+    skeleton: Path
+    segment: Path
+    whole: int  # the size of the segment up to the end of its last complete line
+
+
+def skeleton_files(path: StorePaths = None) -> tuple[list[SkeletonFile], list[Path]]:
+    """The segments of the store(s) at `path` that have a skeleton file, and those that have none.
+
+    A skeleton line describes a span line of its segment that starts before `whole` (the writer
+    appends a batch's skeleton lines before the batch's lines, which may still be on their way).
+    """
+    paired: list[SkeletonFile] = []
+    alone: list[Path] = []
+    for store in store_paths(path):
+        folder = store / SKELETON_DIR
+        names = {p.name for p in folder.iterdir()} if folder.is_dir() else set()
+        for segment in _files(store / SEGMENTS_DIR):
+            name = segment.name[: -len(SEGMENT_SUFFIX)] + SKELETON_SUFFIX
+            whole = _whole_lines(segment) if name in names else None
+            if whole is None:
+                alone.append(segment)
+            else:
+                paired.append(SkeletonFile(folder / name, segment, whole))
+    return paired, alone
+
+
+def _whole_lines(segment: Path, chunk: int = 1 << 16) -> int | None:
+    """The size of `segment` up to the end of its last complete line; None if it cannot be read."""
+    try:
+        with open(segment, "rb") as file:
+            end = os.fstat(file.fileno()).st_size
+            while end > 0:
+                start = max(0, end - chunk)
+                data = os.pread(file.fileno(), end - start, start)
+                newline = data.rfind(b"\n")
+                if newline >= 0:
+                    return start + newline + 1
+                end = start
+            return 0
+    except OSError:
+        return None
+
+
 def _source(stores: list[Path], folder: str) -> str:
     """The `read_json` source over the stores' files in `folder`, or an empty relation."""
     sources: list[str] = []
@@ -199,7 +249,7 @@ def connect(path: StorePaths = None, *, external_access: bool = True) -> duckdb.
         con.execute(view_sql(source, VIEW_NAME))
         con.execute(view_sql(roots_source, ROOTS_VIEW_NAME))
         if not external_access:
-            folders = [str(s / d) + os.sep for s in stores for d in (SEGMENTS_DIR, ROOTS_DIR)]
+            folders = [str(s / d) + os.sep for s in stores for d in (SEGMENTS_DIR, ROOTS_DIR, SKELETON_DIR)]
             con.execute("SET allowed_directories = ?", [folders])
             con.execute("SET enable_external_access = false")
             con.execute("SET lock_configuration = true")
