@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from mastrace.analysis import SpanRow, TraceStore, render_trace, render_tree
 from mastrace.analysis._tree import build_tree, walk
 
@@ -195,14 +197,22 @@ def _random_forest(tmp_path: Path, seed: int, max_segment_bytes: int) -> Path:
     return tmp_path / "store"
 
 
-def test_render_trace_matches_render_tree_on_random_shapes_across_segments(tmp_path: Path) -> None:
+@pytest.mark.parametrize("skeletons", ["all", "none", "some"])
+def test_render_trace_matches_render_tree_on_random_shapes_across_segments(
+    tmp_path: Path, skeletons: str
+) -> None:
     """The pruned, level-by-level walk finds exactly `build_tree`'s first spans, whatever the shape,
-    and reads them from the segment files that hold them."""
+    and reads them from the segment files that hold them: through their skeleton files, from their
+    JSON (a store written before skeleton files existed), or a mix of both."""
     from mastrace.store import segment_files
 
-    for seed in range(12):
+    for seed in range(12 if skeletons == "all" else 4):  # the others are the rarer paths
         path = _random_forest(tmp_path / str(seed), seed, max_segment_bytes=4_000)
         assert len(segment_files(path)) > 3
+        skeleton_files = sorted((path / "skeleton").iterdir())
+        assert len(skeleton_files) == len(segment_files(path))
+        for drop in {"all": [], "none": skeleton_files, "some": skeleton_files[seed % 2 :: 2]}[skeletons]:
+            drop.unlink()
         with TraceStore(path) as store:
             tid = store.resolve("latest")
             everything = store.spans(tid)

@@ -66,13 +66,13 @@ SELECT span_id, parent, file, off, rank, n, kids, lb FROM b WHERE lb < $bound OR
 """
 
 
-def _level_sql(parent: str, plb: str, partition: str, source: str, where: str) -> str:
+def _level_sql(parent: str, plb: str, partition: str, source: str, where: str, n: str = "") -> str:
     """`_LEVEL_SQL` over the candidates `source` keeps under `where`, ranked within `partition`,
-    with `parent` and their parent's lower bound `plb`."""
+    with `parent`, their parent's lower bound `plb` and their number `n` (default: counted)."""
     candidates = f"""
     SELECT span_id, {parent} AS parent, file, off, {plb} AS plb,
            row_number() OVER (PARTITION BY {partition} ORDER BY s, e, span_id) - 1 AS rank,
-           count(*) OVER (PARTITION BY {partition}) AS n
+           {n or f"count(*) OVER (PARTITION BY {partition})"} AS n
     FROM {source}
     WHERE {where}
 """
@@ -95,6 +95,17 @@ _CHILDREN_SQL = _level_sql(
     source=f"{_SKELETON} AS k JOIN "
     "(SELECT unnest($ids::UBIGINT[]) AS id, unnest($lbs::BIGINT[]) AS lb) AS f ON k.parent = f.id",
     where="k.parent <> k.span_id",
+)
+# The children of one parent (`$id`, with `$n` children and lower bound `$plb`): only the first
+# `$bound - $plb - 1` can be kept, which DuckDB finds without sorting them all.
+_ONLY_CHILDREN_SQL = _level_sql(
+    parent="parent",
+    plb="$plb",
+    partition="NULL",
+    source=f"(SELECT * FROM {_SKELETON} WHERE parent = $id AND parent <> span_id "
+    "ORDER BY s, e, span_id LIMIT greatest($bound - $plb - 1, 0))",
+    where="true",
+    n="$n",
 )
 # The segment files, numbered as the skeleton's `file` column numbers them.
 _FILES = (
@@ -287,19 +298,22 @@ def _levels(store: TraceStore, bound: int) -> dict[int | None, list[_Kept]]:
     expanded: set[int] = set()  # a span id written twice is expanded once
     rows: Sequence[tuple[Any, ...]] = store.table(_ROOTS_SQL, {"bound": bound})[1]
     while rows:
-        frontier: dict[int, int] = {}
+        frontier: dict[int, _Kept] = {}
         for row in rows:
             kept = _Kept(*row)
             children.setdefault(kept.parent, []).append(kept)
-            if kept.kids and kept.lb + 1 < bound:
-                frontier[kept.span_id] = kept.lb
-        frontier = {k: v for k, v in frontier.items() if k not in expanded}
+            if kept.kids and kept.lb + 1 < bound and kept.span_id not in expanded:
+                frontier[kept.span_id] = kept
         if not frontier:
             break
         expanded.update(frontier)
-        rows = store.table(
-            _CHILDREN_SQL, {"ids": list(frontier), "lbs": list(frontier.values()), "bound": bound}
-        )[1]
+        if len(frontier) == 1:  # e.g. a session's rounds: a wide level under one span
+            (only,) = frontier.values()
+            params = {"id": only.span_id, "plb": only.lb, "n": only.kids, "bound": bound}
+            rows = store.table(_ONLY_CHILDREN_SQL, params)[1]
+        else:
+            lbs = [kept.lb for kept in frontier.values()]
+            rows = store.table(_CHILDREN_SQL, {"ids": list(frontier), "lbs": lbs, "bound": bound})[1]
     return children
 
 

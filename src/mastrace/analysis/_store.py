@@ -238,8 +238,11 @@ def _span_row(row: dict[str, Any]) -> SpanRow:
     )
 
 
-_FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
-    name: {"VARCHAR": str, "VARCHAR[]": list, "BOOLEAN": bool, "JSON": object}.get(sql_type, int)
+_JSON_TYPES: frozenset[type] = frozenset({dict, list, str, int, float, bool, type(None)})
+_SCALAR_TYPES: dict[str, type] = {"VARCHAR": str, "VARCHAR[]": list, "BOOLEAN": bool}
+# Stored field -> the Python types of the values the store's writer gives it (None: left out).
+_FIELD_TYPES: dict[str, frozenset[type]] = {
+    name: _JSON_TYPES if sql_type == "JSON" else frozenset({_SCALAR_TYPES.get(sql_type, int), type(None)})
     for name, sql_type in STORED_FIELDS.items()
 }
 
@@ -255,43 +258,60 @@ def span_from_line(line: str | bytes) -> SpanRow | None:
         fields = loads_json(line)
     except (ValueError, RecursionError):
         return None
-    if not isinstance(fields, dict):
+    if type(fields) is not dict:
         return None
     for key, value in fields.items():
-        kind = _FIELD_TYPES.get(key)
-        if kind is None or value is None:
-            continue
-        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        if type(value) not in _FIELD_TYPES.get(key, _JSON_TYPES):
             return None
-        if isinstance(value, list) and kind is list and not all(isinstance(tag, str) for tag in value):
-            return None
-    trace_id, span_id, parent = fields.get("trace_id"), fields.get("span_id"), fields.get("parent_span_id")
-    start, end = fields.get("start_ns"), fields.get("end_ns")
+    get = fields.get
+    trace_id, span_id, parent = get("trace_id"), get("span_id"), get("parent_span_id")
+    start, end, tags = get("start_ns"), get("end_ns"), get("tags")
     if (
-        not isinstance(trace_id, str)
+        trace_id is None
         or len(trace_id) != 32
-        or not isinstance(span_id, str)
+        or span_id is None
         or len(span_id) != 16
         or not (parent is None or len(parent) == 16)
-        or not isinstance(start, int)
-        or not isinstance(end, int)
+        or start is None
+        or end is None
         or start < 0
         or end < 0
+        or (tags is not None and not all(type(tag) is str for tag in tags))
     ):
         return None
-    name = fields.get("span_name")
-    message = fields.get("message")
-    return _span_row(
-        {
-            **fields,
-            "parent_span_id": parent,
-            "span_name": name,
-            "start_us": start // 1000,
-            "end_us": end // 1000,
-            "duration": (end - start) / 1e9,
-            "message": name if message is None else message,
-            "resource": fields.get("otel_resource_attributes"),
-        }
+    name, message = get("span_name"), get("message")
+    attributes, events, links, resource = (
+        get("attributes"),
+        get("otel_events"),
+        get("otel_links"),
+        get("otel_resource_attributes"),
+    )
+    # The defaults are the `records` columns' (see `_schema.COLUMNS`) as `_span_row` reads them.
+    return SpanRow(
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_span_id=parent,
+        name=name or "",
+        start_us=start // 1000,
+        end_us=end // 1000,
+        duration=(end - start) / 1e9,
+        span_type=get("span_type") or "span",
+        level=get("level") or 9,
+        message=name if message is None else message,
+        attributes=attributes if type(attributes) is dict else {},
+        events=events if type(events) is list else [],
+        links=links if type(links) is list else [],
+        is_exception=bool(get("is_exception")),
+        exception_type=get("exception_type"),
+        exception_message=get("exception_message"),
+        exception_stacktrace=get("exception_stacktrace"),
+        otel_status_code=get("otel_status_code") or "UNSET",
+        otel_status_message=get("otel_status_message"),
+        otel_kind=get("otel_kind") or "internal",
+        scope_name=get("otel_scope_name"),
+        scope_version=get("otel_scope_version"),
+        service_name=get("service_name"),
+        resource=resource if type(resource) is dict else {},
     )
 
 
