@@ -11,7 +11,8 @@ A trace of a million spans prints its first lines (`mastrace tree`) or draws its
    parent's bound, plus one, plus one and the child count of each earlier sibling. Each level
    returns at most as many rows as the limit, and no level is read whole.
 3. Python walks the kept spans depth first and stops at the limit; only those spans are then read
-   in full: their lines straight from where the skeleton says they start, parsed by DuckDB.
+   in full: their lines straight from where the skeleton says they start (each checked to be the
+   span's, and read as `records` reads it), or through DuckDB when that fails.
 
 The order is `build_tree`'s: siblings by start, end and span id (start and end in microseconds);
 a span whose parent is not in the trace, or that is its own parent, is a root.
@@ -22,6 +23,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from .. import semconv
@@ -185,15 +187,15 @@ def read_prefix(store: TraceStore, trace_id: str, max_spans: int | None) -> Trac
     if truncated:
         order = order[: max(0, max_spans or 0)]
     full = _read_spans(store, trace_id, [kept for kept, _ in order], files)
-    shown = [
-        TreeNode(full.get(span_id) or SpanRow(trace_id, span_id, None, "", 0, 0, 0.0), depth)
-        for span_id, (kept, depth) in zip((f"{kept.span_id:016x}" for kept, _ in order), order, strict=True)
-    ]
+    shown = []
+    for kept, depth in order:
+        span_id = f"{kept.span_id:016x}"
+        shown.append(TreeNode(full.get(span_id) or SpanRow(trace_id, span_id, None, "", 0, 0, 0.0), depth))
     last = [kept.rank == kept.n - 1 for kept, _ in order]
     return TracePrefix(shown, last, int(total), int(origin), int(end), int(errors or 0), truncated)
 
 
-def _copy_skeleton(store: TraceStore, trace_id: str, paired: list[SkeletonFile], alone: list[Any]) -> None:
+def _copy_skeleton(store: TraceStore, trace_id: str, paired: list[SkeletonFile], alone: list[Path]) -> None:
     """Copy the trace's skeleton into `_SKELETON`: from skeleton files, and from segments without one."""
     names = [str(f.skeleton) for f in paired] + [str(p) for p in alone]
     whole = [f.whole for f in paired] + [0] * len(alone)

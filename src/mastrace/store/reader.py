@@ -56,7 +56,6 @@ __all__ = [
     "root_files",
     "roots_complete",
     "segment_files",
-    "segments_source",
     "skeleton_files",
     "skipped_rows",
     "store_paths",
@@ -131,12 +130,6 @@ def roots_complete(path: StorePaths = None) -> bool:
         [p.name for p in _files(store / ROOTS_DIR)] == [p.name for p in _files(store / SEGMENTS_DIR)]
         for store in store_paths(path)
     )
-
-
-def segments_source(path: StorePaths = None) -> str:
-    """The raw `read_json` source under the `records` view of the store(s) at `path` (for readers that
-    need what the view hides, such as DuckDB's `filename` column); filter it with `VALID_ROW_SQL`."""
-    return _source(store_paths(path), SEGMENTS_DIR)
 
 
 class SkeletonFile(NamedTuple):
