@@ -162,9 +162,13 @@ def render_trace_html(store: TraceStore, trace_id: str, *, max_spans: int = DEFA
 def _page(nodes: Sequence[TreeNode], trace_id: str, total: int, errors: int, origin: int, end: int) -> str:
     total_us = max(1, end - origin)
     rows, data = [], {}
+    categories: dict[tuple[str, str, bool], str] = {}  # span names repeat: categorise each once
     for node in nodes:
         span = node.span
-        category = span_category(span.name, span.span_type, span.is_error)
+        key = (span.name, span.span_type, span.is_error)
+        category = categories.get(key)
+        if category is None:
+            category = categories[key] = span_category(*key)
         duration = format_duration(span.duration)
         rows.append(_row(node, category, origin, total_us, duration))
         offset = format_duration((span.start_us - origin) / 1e6)

@@ -238,12 +238,15 @@ def _span_row(row: dict[str, Any]) -> SpanRow:
     )
 
 
-_JSON_TYPES: frozenset[type] = frozenset({dict, list, str, int, float, bool, type(None)})
-_SCALAR_TYPES: dict[str, type] = {"VARCHAR": str, "VARCHAR[]": list, "BOOLEAN": bool}
-# Stored field -> the Python types of the values the store's writer gives it (None: left out).
-_FIELD_TYPES: dict[str, frozenset[type]] = {
-    name: _JSON_TYPES if sql_type == "JSON" else frozenset({_SCALAR_TYPES.get(sql_type, int), type(None)})
-    for name, sql_type in STORED_FIELDS.items()
+_SQL_TYPES = {"VARCHAR": str, "VARCHAR[]": list, "BOOLEAN": bool, "BIGINT": int, "SMALLINT": int, "INTEGER": int}
+# JSON value type -> the stored fields that the store's writer never gives a value of that type.
+_REFUSED: dict[type, frozenset[str]] = {
+    kind: frozenset(
+        name
+        for name, sql_type in STORED_FIELDS.items()
+        if sql_type != "JSON" and kind is not type(None) and _SQL_TYPES[sql_type] is not kind
+    )
+    for kind in (dict, list, str, int, float, bool, type(None))
 }
 
 
@@ -261,7 +264,7 @@ def span_from_line(line: str | bytes) -> SpanRow | None:
     if type(fields) is not dict:
         return None
     for key, value in fields.items():
-        if type(value) not in _FIELD_TYPES.get(key, _JSON_TYPES):
+        if key in _REFUSED[type(value)]:
             return None
     get = fields.get
     trace_id, span_id, parent = get("trace_id"), get("span_id"), get("parent_span_id")
@@ -286,32 +289,33 @@ def span_from_line(line: str | bytes) -> SpanRow | None:
         get("otel_links"),
         get("otel_resource_attributes"),
     )
-    # The defaults are the `records` columns' (see `_schema.COLUMNS`) as `_span_row` reads them.
+    # The defaults are the `records` columns' (see `_schema.COLUMNS`) as `_span_row` reads them;
+    # positional, in field order, as this runs for every span a view draws.
     return SpanRow(
-        trace_id=trace_id,
-        span_id=span_id,
-        parent_span_id=parent,
-        name=name or "",
-        start_us=start // 1000,
-        end_us=end // 1000,
-        duration=(end - start) / 1e9,
-        span_type=get("span_type") or "span",
-        level=get("level") or 9,
-        message=name if message is None else message,
-        attributes=attributes if type(attributes) is dict else {},
-        events=events if type(events) is list else [],
-        links=links if type(links) is list else [],
-        is_exception=bool(get("is_exception")),
-        exception_type=get("exception_type"),
-        exception_message=get("exception_message"),
-        exception_stacktrace=get("exception_stacktrace"),
-        otel_status_code=get("otel_status_code") or "UNSET",
-        otel_status_message=get("otel_status_message"),
-        otel_kind=get("otel_kind") or "internal",
-        scope_name=get("otel_scope_name"),
-        scope_version=get("otel_scope_version"),
-        service_name=get("service_name"),
-        resource=resource if type(resource) is dict else {},
+        trace_id,
+        span_id,
+        parent,
+        name or "",
+        start // 1000,
+        end // 1000,
+        (end - start) / 1e9,
+        get("span_type") or "span",
+        get("level") or 9,
+        name if message is None else message,
+        attributes if type(attributes) is dict else {},
+        events if type(events) is list else [],
+        links if type(links) is list else [],
+        bool(get("is_exception")),
+        get("exception_type"),
+        get("exception_message"),
+        get("exception_stacktrace"),
+        get("otel_status_code") or "UNSET",
+        get("otel_status_message"),
+        get("otel_kind") or "internal",
+        get("otel_scope_name"),
+        get("otel_scope_version"),
+        get("service_name"),
+        resource if type(resource) is dict else {},
     )
 
 
