@@ -7,10 +7,12 @@ the file with `#select=<span_id>` in the URL clicks that span's bar on load.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import html
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from importlib.resources import files
 from typing import Any
 
@@ -153,10 +155,26 @@ def render_trace_html(store: TraceStore, trace_id: str, *, max_spans: int = DEFA
     """`render_html` of a trace read from `store`, reading only the drawn spans in full.
 
     A trace of a million spans gives its page (the first `max_spans` spans) in seconds, with memory
-    that grows with what is drawn, not with the trace.
+    that grows with what is drawn, not with the trace. Python's cyclic garbage collector is paused
+    meanwhile: the tens of thousands of objects built for the page hold no cycles.
     """
-    prefix = read_prefix(store, trace_id, max_spans)
-    return _page(prefix.shown, trace_id, prefix.total, prefix.errors, prefix.origin_us, prefix.end_us)
+    with _collector_paused():
+        prefix = read_prefix(store, trace_id, max_spans)
+        return _page(prefix.shown, trace_id, prefix.total, prefix.errors, prefix.origin_us, prefix.end_us)
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector (if it runs) for the block: building many acyclic objects
+    otherwise triggers collections that walk every live object, ~8% of a large view."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _page(nodes: Sequence[TreeNode], trace_id: str, total: int, errors: int, origin: int, end: int) -> str:

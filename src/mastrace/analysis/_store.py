@@ -238,7 +238,14 @@ def _span_row(row: dict[str, Any]) -> SpanRow:
     )
 
 
-_SQL_TYPES = {"VARCHAR": str, "VARCHAR[]": list, "BOOLEAN": bool, "BIGINT": int, "SMALLINT": int, "INTEGER": int}
+_SQL_TYPES = {
+    "VARCHAR": str,
+    "VARCHAR[]": list,
+    "BOOLEAN": bool,
+    "BIGINT": int,
+    "SMALLINT": int,
+    "INTEGER": int,
+}
 # JSON value type -> the stored fields that the store's writer never gives a value of that type.
 _REFUSED: dict[type, frozenset[str]] = {
     kind: frozenset(
