@@ -95,11 +95,20 @@ def main() -> None:
         configs = registry.collect_all_configs()
         with mt.span("coordination.session") as span:
             reps = args.n * 10
-            start = time.perf_counter()
-            for _ in range(reps):
-                span.set_json_attribute("mastrace.config", snap.text)
-                span.set_attribute("mastrace.config.hash", snap.hash)
-            attach_us = (time.perf_counter() - start) / reps * 1e6
+            raw = trace.get_current_span()  # the SDK span under it: the floor of two attributes
+            attach, floor = [], []
+            for _ in range(5):  # alternating, best of each: the machine is shared
+                start = time.perf_counter()
+                for _ in range(reps):
+                    span.set_json_attribute("mastrace.config", snap.text)
+                    span.set_attribute("mastrace.config.hash", snap.hash)
+                attach.append((time.perf_counter() - start) / reps * 1e6)
+                start = time.perf_counter()
+                for _ in range(reps):
+                    raw.set_attribute("mastrace.config", snap.text)
+                    raw.set_attribute("mastrace.config.hash", snap.hash)
+                floor.append((time.perf_counter() - start) / reps * 1e6)
+            attach_us, floor_us = min(attach), min(floor)
         start = time.perf_counter()
         for _ in range(args.n):
             registry._snapshots.snapshot(configs)
@@ -108,6 +117,10 @@ def main() -> None:
     print(
         f"  re-attach unchanged snapshot to a span      {attach_us:8.2f} µs   (target ≤ 2 µs: "
         f"{'yes' if attach_us <= 2 else 'NO'})"
+    )
+    print(
+        f"  the same two attributes set on the SDK span  {floor_us:8.2f} µs   "
+        f"(re-attach / SDK: {attach_us / floor_us:.2f}×; where this is over 2 µs, so is any re-attach)"
     )
     print(f"  cache look-up of unchanged gathered configs {lookup_us:8.2f} µs   (compare, no serialising)")
 
