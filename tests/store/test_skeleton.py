@@ -374,3 +374,30 @@ def test_a_trace_id_shared_by_no_skeleton_line_is_not_found(
     _store(tmp_path, spans).shutdown()
     with TraceStore(tmp_path) as store, pytest.raises(StoreError, match="no trace"):
         read_prefix(store, "f" * 32, 10)
+
+
+def test_a_skeleton_file_that_cannot_be_read_falls_back_to_the_segments(
+    tmp_path: Path, spans: list[ReadableSpan], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A skeleton file listed but gone when DuckDB reads it (or unreadable) costs speed, not the tree;
+    a folder where a skeleton file should be is no skeleton."""
+    from mastrace.analysis import _prefix
+
+    exporter = LocalStoreExporter(tmp_path, max_segment_bytes=2_000)
+    for i in range(0, len(spans), 3):
+        exporter.export(spans[i : i + 3])
+    exporter.shutdown()
+    expected = _truth(tmp_path)
+    first, second, *_ = sorted((tmp_path / SKELETON_DIR).iterdir())
+    second.unlink()
+    second.mkdir()
+    assert len(skeleton_files(tmp_path)[1]) == 1
+    listed = skeleton_files
+
+    def listed_then_gone(paths: object) -> tuple[list[object], list[Path]]:
+        paired, alone = listed(paths)  # type: ignore[arg-type]
+        first.unlink()
+        return list(paired), alone
+
+    monkeypatch.setattr(_prefix, "skeleton_files", listed_then_gone)
+    assert _trees(tmp_path, limits=(None,)) == expected[:1]

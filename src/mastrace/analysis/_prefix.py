@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from .. import semconv
+from ..exceptions import StoreError
 from ..store._schema import COLUMNS, VALID_ROW_SQL, read_json_sql, read_skeleton_sql
 from ..store.reader import SkeletonFile, skeleton_files
 from ._store import SpanRow, TraceStore, span_from_line
@@ -171,8 +172,12 @@ def read_prefix(store: TraceStore, trace_id: str, max_spans: int | None) -> Trac
         StoreError: The trace has no spans in the store.
     """
     paired, alone = skeleton_files(store.paths)
+    try:
+        _copy_skeleton(store, trace_id, paired, alone)
+    except StoreError:  # a skeleton file that cannot be read: every segment's JSON instead
+        paired, alone = [], [f.segment for f in paired] + alone
+        _copy_skeleton(store, trace_id, paired, alone)
     files = [str(f.segment) for f in paired] + [str(p) for p in alone]
-    _copy_skeleton(store, trace_id, paired, alone)
     try:
         total, origin, end, errors = store.table(_TOTALS_SQL)[1][0]
         if not total:

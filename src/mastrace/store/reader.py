@@ -150,7 +150,10 @@ def skeleton_files(path: StorePaths = None) -> tuple[list[SkeletonFile], list[Pa
     alone: list[Path] = []
     for store in store_paths(path):
         folder = store / SKELETON_DIR
-        names = {p.name for p in folder.iterdir()} if folder.is_dir() else set()
+        try:
+            names = {p.name for p in folder.iterdir() if p.is_file()}
+        except OSError:  # no skeleton folder, or one that cannot be listed: read the segments' JSON
+            names = set()
         for segment in _files(store / SEGMENTS_DIR):
             name = segment.name[: -len(SEGMENT_SUFFIX)] + SKELETON_SUFFIX
             whole = _whole_lines(segment) if name in names else None
