@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -293,6 +294,22 @@ def test_sequence_of_strings_is_scrubbed(scrubber: Scrubber) -> None:
     """Each string of a sequence attribute is scrubbed and the sequence stays a tuple."""
     attrs, _ = scrubber.scrub_attributes({"cmd": ("curl", "-H", "Authorization: Bearer abcdefgh12345678")})
     assert attrs["cmd"] == ("curl", "-H", "Authorization: Bearer [Scrubbed: bearer_token]")
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        (None, "Bearer abcdefgh12345678"),
+        (None, None, "x Bearer abcdefgh12345678 y"),
+        [None, "Bearer abcdefgh12345678"],
+    ],
+)
+def test_a_sequence_whose_text_is_not_first_is_scrubbed(scrubber: Scrubber, value: Any) -> None:
+    """OpenTelemetry sequences may hold None: a secret after one is still found (it was not)."""
+    attrs, paths = scrubber.scrub_attributes({"cmd": value})
+    assert "abcdefgh12345678" not in repr(attrs["cmd"])
+    assert attrs["cmd"][0] is None and isinstance(attrs["cmd"], tuple)
+    assert paths == [f"attributes.cmd[{len(value) - 1}]"]
 
 
 def test_scrub_value_walks_python_containers(scrubber: Scrubber) -> None:

@@ -311,7 +311,8 @@ class Scrubber:
             return (
                 value if len(value) < _MIN_SECRET_LEN else self._scrub_string(value, (*root, key), trail, 0)
             )
-        if isinstance(value, (tuple, list)) and value and isinstance(value[0], str):
+        # Any text in a sequence, not only a first one: OpenTelemetry sequences may hold None first.
+        if isinstance(value, (tuple, list)) and any(isinstance(v, str) for v in value):
             new = [
                 self._scrub_string(v, (*root, key, i), trail, 0) if isinstance(v, str) else v
                 for i, v in enumerate(value)
