@@ -29,6 +29,8 @@ from mastrace.store import LocalStoreExporter, query
 from mastrace.store._schema import SKELETON_DIR, SKELETON_FIELDS
 from mastrace.store.reader import skeleton_files
 
+from .conftest import break_writes
+
 
 @pytest.fixture
 def spans() -> Iterator[list[ReadableSpan]]:
@@ -278,9 +280,7 @@ def test_a_failed_skeleton_write_gives_up_the_file_and_keeps_the_spans(
     exporter = LocalStoreExporter(tmp_path)
     assert exporter.skeleton is not None and exporter._skeleton_fd is not None
     given_up = exporter.skeleton
-    read_only = os.open(os.devnull, os.O_RDONLY)  # writes to it fail, as on a full or broken disk
-    os.dup2(read_only, exporter._skeleton_fd)
-    os.close(read_only)
+    break_writes(exporter._skeleton_fd)
     with caplog.at_level("WARNING", logger="mastrace"):
         assert exporter.export(spans[:7]) is SpanExportResult.SUCCESS
         assert exporter.export(spans[7:]) is SpanExportResult.SUCCESS

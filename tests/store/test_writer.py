@@ -18,6 +18,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from mastrace.exceptions import StoreError
 from mastrace.store import LocalStoreExporter, query, root_files, roots_complete, segment_files
 
+from .conftest import break_writes
+
 SEGMENT_NAME = re.compile(r"^(?P<host>[\w.]+)-(?P<pid>\d+)-(?P<ns>\d+)-(?P<seq>\d+)\.ndjson$")
 
 
@@ -215,9 +217,7 @@ def test_a_failed_roots_write_gives_up_the_roots_file_and_keeps_the_spans(
     exporter = LocalStoreExporter(tmp_path)
     assert exporter.roots is not None and exporter._roots_fd is not None
     given_up = exporter.roots
-    read_only = os.open(os.devnull, os.O_RDONLY)  # writes to it fail, as on a full or broken disk
-    os.dup2(read_only, exporter._roots_fd)
-    os.close(read_only)
+    break_writes(exporter._roots_fd)
     with caplog.at_level("WARNING", logger="mastrace"):
         assert exporter.export(tree) is SpanExportResult.SUCCESS
         assert exporter.export(tree) is SpanExportResult.SUCCESS
@@ -244,9 +244,7 @@ def test_a_failed_segment_write_also_gives_up_its_roots_file(
     exporter = LocalStoreExporter(tmp_path)
     assert exporter.roots is not None and exporter._fd is not None
     roots = exporter.roots
-    read_only = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(read_only, exporter._fd)
-    os.close(read_only)
+    break_writes(exporter._fd)
     assert exporter.export(tree) is SpanExportResult.FAILURE
     assert exporter.failed_spans == 4 and not roots.exists()
     assert not roots_complete(tmp_path)

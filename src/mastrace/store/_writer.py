@@ -261,8 +261,7 @@ class LocalStoreExporter(SpanExporter):
     def _open_roots(self, name: str) -> None:
         roots = self.roots_dir / name
         try:
-            self.roots_dir.mkdir(parents=True, exist_ok=True)
-            self._roots_fd = os.open(roots, _OPEN_FLAGS, 0o644)
+            self._roots_fd = _open_append(roots)
         except OSError as exc:
             # The segment is still written; without its roots file, readers scan it instead.
             self._roots_fd, self._roots = None, None
@@ -273,8 +272,7 @@ class LocalStoreExporter(SpanExporter):
     def _open_skeleton(self, name: str) -> None:
         skeleton = self.skeleton_dir / (name[: -len(SEGMENT_SUFFIX)] + SKELETON_SUFFIX)
         try:
-            self.skeleton_dir.mkdir(parents=True, exist_ok=True)
-            self._skeleton_fd = os.open(skeleton, _OPEN_FLAGS, 0o644)
+            self._skeleton_fd = _open_append(skeleton)
         except OSError as exc:
             # Without its skeleton file, readers parse the segment's JSON to draw a trace's tree.
             self._skeleton_fd, self._skeleton = None, None
@@ -283,17 +281,17 @@ class LocalStoreExporter(SpanExporter):
             self._skeleton = skeleton
 
     def _skeleton_failed(self, exc: OSError) -> None:
-        warn_once(
-            "store.skeleton",
-            f"mastrace: could not write a skeleton file of the local store at {self.path}: {exc!r}; "
-            "spans are still stored, and `tree` and `view` parse them in full",
-        )
+        self._side_file_failed("skeleton", exc, "`tree` and `view` parse them in full")
 
     def _roots_failed(self, exc: OSError) -> None:
+        self._side_file_failed("roots", exc, "readers scan them all to find runs")
+
+    def _side_file_failed(self, kind: str, exc: OSError, instead: str) -> None:
+        """Warn once per kind that a file beside the segments could not be written."""
         warn_once(
-            "store.roots",
-            f"mastrace: could not write a roots file of the local store at {self.path}: {exc!r}; "
-            "spans are still stored, and readers scan them all to find runs",
+            f"store.{kind}",
+            f"mastrace: could not write a {kind} file of the local store at {self.path}: {exc!r}; "
+            f"spans are still stored, and {instead}",
         )
 
     def _close_segment(self) -> None:
@@ -314,6 +312,12 @@ class LocalStoreExporter(SpanExporter):
         """Close and delete the current skeleton file: readers then parse its segment instead."""
         _discard(self._skeleton_fd, self._skeleton)
         self._skeleton_fd, self._skeleton = None, None
+
+
+def _open_append(path: Path) -> int:
+    """A descriptor appending to the side file `path`, created (with its folder) if missing."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return os.open(path, _OPEN_FLAGS, 0o644)
 
 
 def _discard(fd: int | None, path: Path | None) -> None:
