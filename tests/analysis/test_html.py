@@ -97,36 +97,33 @@ def test_render_trace_html_draws_what_render_html_draws(tmp_path: Path) -> None:
             )
 
 
-def test_the_garbage_collector_is_paused_only_while_a_view_is_built(tmp_path: Path) -> None:
+def test_the_garbage_collector_is_paused_only_while_a_view_is_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`render_trace_html` pauses Python's cyclic collector while it builds the page, and leaves it as
     it found it: running again afterwards (also after an error), still off if it was off."""
     import gc
 
-    from mastrace.analysis import render_trace_html
+    from mastrace.analysis import _html, render_trace_html
     from mastrace.exceptions import StoreError
 
     writer = TraceWriter(tmp_path / "store")
     writer.span("root", "coordination.session", 0, 10)
     writer.provider.shutdown()
     seen: list[bool] = []
-    from mastrace.analysis import _html
-
     page_of = _html._page
-    _html._page = lambda *a: seen.append(gc.isenabled()) or page_of(*a)  # type: ignore[assignment]
-    try:
-        with TraceStore(tmp_path / "store") as store:
-            tid = store.resolve("latest")
-            assert gc.isenabled()
+    monkeypatch.setattr(_html, "_page", lambda *a: seen.append(gc.isenabled()) or page_of(*a))
+    with TraceStore(tmp_path / "store") as store:
+        tid = store.resolve("latest")
+        assert gc.isenabled()
+        render_trace_html(store, tid)
+        assert seen == [False] and gc.isenabled()
+        with pytest.raises(StoreError):
+            render_trace_html(store, "f" * 32)
+        assert gc.isenabled()
+        gc.disable()
+        try:
             render_trace_html(store, tid)
-            assert seen == [False] and gc.isenabled()
-            with pytest.raises(StoreError):
-                render_trace_html(store, "f" * 32)
-            assert gc.isenabled()
-            gc.disable()
-            try:
-                render_trace_html(store, tid)
-                assert not gc.isenabled()
-            finally:
-                gc.enable()
-    finally:
-        _html._page = page_of  # type: ignore[assignment]
+            assert not gc.isenabled()
+        finally:
+            gc.enable()
