@@ -62,6 +62,7 @@ class Settings:
     sample_rate: float
     propagate_threads: bool
     exporters: tuple[SpanExporter, ...] = ()
+    capture_content: bool = False
     flush_interval: float = 0.5
     max_queue_size: int = 200_000
     synchronous: bool = False
@@ -94,6 +95,7 @@ def _resolve(arguments: Mapping[str, object]) -> Settings:
         console=values["console"][0],
         scrubbing=None if scrubbing is False else ScrubbingOptions() if scrubbing is True else scrubbing,
         sample_rate=values["sample_rate"][0],
+        capture_content=values["capture_content"][0],
         propagate_threads=values["propagate_threads"][0],
         exporters=values["exporters"][0],
         flush_interval=values["flush_interval"][0],
@@ -166,6 +168,7 @@ def configure(
     logfire: str | bool | UnsetType | None = UNSET,
     console: bool | UnsetType = UNSET,
     scrubbing: bool | ScrubbingOptions | UnsetType = UNSET,
+    capture_content: bool | UnsetType | None = UNSET,
     sample_rate: float | UnsetType | None = UNSET,
     propagate_threads: bool | UnsetType | None = UNSET,
     exporters: Sequence[SpanExporter] | UnsetType = UNSET,
@@ -205,6 +208,11 @@ def configure(
         console: Print a line per finished span to stderr. Env: `MASTRACE_CONSOLE`. Default: False.
         scrubbing: True (default patterns), False, or `ScrubbingOptions(...)`.
             Env: `MASTRACE_SCRUBBING`. Default: True.
+        capture_content: Record the content of LLM calls (messages, system instructions, tool
+            definitions, tool arguments and results) on their spans, scrubbed like every attribute.
+            An `instrument_*(capture_content=...)` argument overrides it for that SDK. Env:
+            `MASTRACE_CAPTURE_CONTENT`, else `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`.
+            Default: False.
         sample_rate: Fraction of traces kept, 0.0 to 1.0. Env: `MASTRACE_SAMPLE_RATE`. Default: 1.0.
         propagate_threads: Make `ThreadPoolExecutor` and `threading.Thread` carry the caller's
             context. Env: `MASTRACE_PROPAGATE_THREADS`. Default: True.
@@ -239,6 +247,7 @@ def configure(
             "logfire": logfire,
             "console": console,
             "scrubbing": scrubbing,
+            "capture_content": capture_content,
             "sample_rate": sample_rate,
             "propagate_threads": propagate_threads,
             "exporters": exporters,
@@ -303,6 +312,7 @@ def _initialize(settings: Settings) -> None:
     _continue_env_trace()
     _install_exit_hooks()
     STATE.provider = provider
+    STATE.capture_content = settings.capture_content
     STATE.on_lost = pipeline.note_lost
     STATE.generation += 1
 
@@ -491,6 +501,7 @@ def shutdown(timeout: float = 5.0, *, interrupted: bool = False) -> FlushResult:
         _RT.pipeline = None
         _RT.settings = None
         STATE.provider = None
+        STATE.capture_content = None
         STATE.on_lost = None
         STATE.generation += 1
         _context.unpatch_threads()
