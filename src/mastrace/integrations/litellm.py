@@ -6,8 +6,9 @@ same GenAI attributes, time to first chunk, tool calls, opt-in content and usage
 `gen_ai.provider.name` is the provider LiteLLM routes the model to (`openai` for `gpt-4o` or
 `openai/...`), or `litellm` when LiteLLM does not know it; `massgen.backend` stays `litellm`.
 The cost is LiteLLM's own when it has one (`usage.cost` from the provider, or LiteLLM's
-`response_cost` from its price table), else the `cost_calculator` given here. The SDK LiteLLM calls underneath (`openai`, when `instrument_openai()` is on too) is
-not traced a second time: one call, one span, one usage credit.
+`response_cost` from its price table), else the `cost_calculator` given here. The SDK LiteLLM
+calls underneath (`openai`, when `instrument_openai()` is on too) is not traced a second time:
+one call, one span, one usage credit.
 
 Code that did `from litellm import completion` before `instrument_litellm()` keeps the function
 it imported, untraced: call it after instrumenting, or use `litellm.completion(...)`.
