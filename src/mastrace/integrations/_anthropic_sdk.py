@@ -40,11 +40,15 @@ class _LentSpan(trace.Span):
     def get_span_context(self) -> trace.SpanContext:
         return self._span.get_span_context()
 
+    # What the SDK records after mastrace ended the span (its stream observer runs after the last
+    # event was handed out) is dropped: mastrace's values are the final ones.
     def set_attributes(self, attributes: Mapping[str, AttributeValue]) -> None:
-        self._span.set_attributes(attributes)
+        if self._span.is_recording():
+            self._span.set_attributes(attributes)
 
     def set_attribute(self, key: str, value: AttributeValue) -> None:
-        self._span.set_attribute(key, value)
+        if self._span.is_recording():
+            self._span.set_attribute(key, value)
 
     def add_event(self, name: str, attributes: Attributes = None, timestamp: int | None = None) -> None:
         self._span.add_event(name, attributes, timestamp)
@@ -61,7 +65,7 @@ class _LentSpan(trace.Span):
     def set_status(self, status: Status | StatusCode, description: str | None = None) -> None:
         # An OK status would be final and hide an error found later (a stream cut short).
         code = status.status_code if isinstance(status, Status) else status
-        if code is StatusCode.ERROR:
+        if code is StatusCode.ERROR and self._span.is_recording():
             self._span.set_status(status, description)
 
     def record_exception(
