@@ -82,7 +82,7 @@ def test_a_stream_is_one_span_with_time_to_first_chunk_and_usage(
     text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
     assert text == "".join(WORDS)
     attrs = mastrace_spans.attributes("llm.litellm.stream")
-    assert attrs["mastrace.stream.completed"] is True and attrs["mastrace.stream.time_to_first_chunk_s"] > 0
+    assert attrs["mastrace.stream.completed"] is True and attrs["gen_ai.response.time_to_first_chunk"] > 0
     assert attrs["gen_ai.usage.input_tokens"] == PROMPT_TOKENS
     assert attrs["gen_ai.response.finish_reasons"] == ("stop",)
 
