@@ -135,10 +135,14 @@ def anthropic_reply(body: dict[str, Any]) -> tuple[str, bytes]:
     events.append(("content_block_stop", {"type": "content_block_stop", "index": 0}))
     if wants_tool:
         block = {"type": "tool_use", "id": ANTHROPIC_CALL_ID, "name": "get_weather", "input": {}}
-        events.append(("content_block_start", {"type": "content_block_start", "index": 1, "content_block": block}))
+        events.append(
+            ("content_block_start", {"type": "content_block_start", "index": 1, "content_block": block})
+        )
         for fragment in ('{"ci', 'ty": "Pa', 'ris"}'):
             delta = {"type": "input_json_delta", "partial_json": fragment}
-            events.append(("content_block_delta", {"type": "content_block_delta", "index": 1, "delta": delta}))
+            events.append(
+                ("content_block_delta", {"type": "content_block_delta", "index": 1, "delta": delta})
+            )
         events.append(("content_block_stop", {"type": "content_block_stop", "index": 1}))
     end = {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}}
     end["usage"] = {"output_tokens": OUTPUT_TOKENS}
@@ -183,10 +187,16 @@ def serve() -> Iterator[str]:
 OPENAI_TOOLS = [
     {
         "type": "function",
-        "function": {"name": "get_weather", "description": "Weather for a city.", "parameters": WEATHER_SCHEMA},
+        "function": {
+            "name": "get_weather",
+            "description": "Weather for a city.",
+            "parameters": WEATHER_SCHEMA,
+        },
     }
 ]
-ANTHROPIC_TOOLS = [{"name": "get_weather", "description": "Weather for a city.", "input_schema": WEATHER_SCHEMA}]
+ANTHROPIC_TOOLS = [
+    {"name": "get_weather", "description": "Weather for a city.", "input_schema": WEATHER_SCHEMA}
+]
 OPENAI_HISTORY = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION}]
 OPENAI_FOLLOW_UP = [
     *OPENAI_HISTORY,
@@ -212,7 +222,10 @@ ANTHROPIC_FOLLOW_UP = [
             {"type": "tool_use", "id": ANTHROPIC_CALL_ID, "name": "get_weather", "input": {"city": "Paris"}},
         ],
     },
-    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": ANTHROPIC_CALL_ID, "content": TOOL_RESULT}]},
+    {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": ANTHROPIC_CALL_ID, "content": TOOL_RESULT}],
+    },
 ]
 
 
@@ -303,7 +316,9 @@ def anthropic_streamed_text(base_url: str) -> str:
         stop_sequences=["\n\n"],
         stream=True,
     )
-    return "".join(e.delta.text for e in stream if e.type == "content_block_delta" and e.delta.type == "text_delta")
+    return "".join(
+        e.delta.text for e in stream if e.type == "content_block_delta" and e.delta.type == "text_delta"
+    )
 
 
 def anthropic_streamed_tool_call(base_url: str) -> str:
@@ -369,7 +384,9 @@ def run_reference(out_path: str) -> None:
             result[name] = [_span_record(s) for s in exporter.get_finished_spans()]
     data = reader.get_metrics_data()
     names = sorted(
-        {m.name for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics} if data else set()
+        {m.name for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
+        if data
+        else set()
     )
     result["metrics"] = names
     with open(out_path, "w", encoding="utf-8") as out:

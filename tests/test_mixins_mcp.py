@@ -82,7 +82,9 @@ def test_successful_result_marks_success(mastrace_spans: CapturedSpans) -> None:
     with FilesystemClient().mcp_tool_call("read_file") as call:
         call.set_result(CallToolResult(content=[TextContent(type="text", text="hello")]))
     span = mastrace_spans.one("mcp.filesystem.read_file")
-    assert span.attributes[semconv.MASTRACE_TOOL_SUCCESS] is True and span.status.status_code is StatusCode.UNSET  # type: ignore[index]
+    assert (
+        span.attributes[semconv.MASTRACE_TOOL_SUCCESS] is True and span.status.status_code is StatusCode.UNSET
+    )  # type: ignore[index]
 
 
 def test_mcp_error_result_sets_error_status(mastrace_spans: CapturedSpans) -> None:

@@ -138,7 +138,9 @@ REVERSED: dict[str, Case] = {
     ),
     "console": Case("MASTRACE_CONSOLE", "0", True, lambda s: s.console, True, False, False),
     "scrubbing": Case("MASTRACE_SCRUBBING", "1", False, lambda s: s.scrubbing is not None, False, True, True),
-    "capture_content": Case("MASTRACE_CAPTURE_CONTENT", "0", True, lambda s: s.capture_content, True, False, False),
+    "capture_content": Case(
+        "MASTRACE_CAPTURE_CONTENT", "0", True, lambda s: s.capture_content, True, False, False
+    ),
     "propagate_threads": Case(
         "MASTRACE_PROPAGATE_THREADS", "1", False, lambda s: s.propagate_threads, False, True, True
     ),

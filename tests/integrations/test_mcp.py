@@ -290,7 +290,10 @@ def test_jsonrpc_error_marks_the_call_failed(instrumented: None, mastrace_spans:
 
     _run_client(body)
     span = mastrace_spans.one("mcp.inproc.refuse")
-    assert (span.status.status_code, span.attributes[semconv.MASTRACE_TOOL_SUCCESS]) == (StatusCode.ERROR, False)
+    assert (span.status.status_code, span.attributes[semconv.MASTRACE_TOOL_SUCCESS]) == (
+        StatusCode.ERROR,
+        False,
+    )
     assert span.attributes[semconv.ERROR_TYPE] == "-32001"
 
 
@@ -388,7 +391,10 @@ def test_traced_tool_records_a_failure(mastrace_spans: CapturedSpans) -> None:
     with pytest.raises(ZeroDivisionError):
         divide(1, 0)
     span = mastrace_spans.one("tools/call divide")
-    assert (span.status.status_code, span.attributes[semconv.MASTRACE_TOOL_SUCCESS]) == (StatusCode.ERROR, False)
+    assert (span.status.status_code, span.attributes[semconv.MASTRACE_TOOL_SUCCESS]) == (
+        StatusCode.ERROR,
+        False,
+    )
     assert span.events[0].attributes["exception.type"] == "ZeroDivisionError"
 
 
