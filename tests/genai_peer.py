@@ -24,7 +24,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, ClassVar
 
 SYSTEM = "You are a terse weather assistant."
 QUESTION = "What is the weather in Paris?"
@@ -152,7 +152,7 @@ def anthropic_reply(body: dict[str, Any]) -> tuple[str, bytes]:
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    requests: list[dict[str, Any]] = []  # what the clients sent, for assertions
+    requests: ClassVar[list[dict[str, Any]]] = []  # what the clients sent, for assertions
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("content-length", "0"))))

@@ -84,10 +84,12 @@ def test_session_conversation_id_reaches_rounds_and_llm_calls(mastrace_spans: Ca
     """`gen_ai.conversation.id` is the session's (given or generated) on its rounds and LLM streams."""
     agent, orchestrator = Agent("agent_a"), Orchestrator()
     for given in ("massgen-session-1", None):
-        with orchestrator.coordination_session("t", ["agent_a"], conversation_id=given) as session:
-            with agent.agent_round(0) as rnd:
-                list(agent.llm_stream("m", [{"delta": "x"}]))
-                rnd.set_outcome("answer")
+        with (
+            orchestrator.coordination_session("t", ["agent_a"], conversation_id=given) as session,
+            agent.agent_round(0) as rnd,
+        ):
+            list(agent.llm_stream("m", [{"delta": "x"}]))
+            rnd.set_outcome("answer")
         spans = mastrace_spans.spans[-3:]
         assert {s.attributes.get(semconv.GEN_AI_CONVERSATION_ID) for s in spans} == {session.conversation_id}
         assert given is None or session.conversation_id == given

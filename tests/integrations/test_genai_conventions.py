@@ -248,7 +248,7 @@ def test_the_llm_span_is_current_while_the_sdk_sends(
 def test_the_anthropic_sdk_span_is_handed_over_not_a_second_root(
     peer: str, instrumented: None, mastrace_spans: CapturedSpans
 ) -> None:
-    """The SDK's `anthropic.messages.create` span is mastrace's: one span, its HTTP details, its traceparent."""
+    """The SDK's `anthropic.messages.create` span is mastrace's: one span, HTTP details, traceparent."""
     Handler.requests.clear()
     with _Agent().agent_round(0) as rnd:
         CALLS["anthropic tool call"](peer)
