@@ -320,15 +320,18 @@ def _initialize(settings: Settings) -> None:
 def _provider_for(settings: Settings) -> trace.TracerProvider:
     """The provider mastrace spans are made with, with the switch processor added to it."""
     if settings.logfire:
-        from .exporters.logfire import configure_logfire
+        from .exporters.logfire import application_configured_logfire, configure_logfire
 
-        configure_logfire(
-            settings.logfire,
-            settings.service_name,
-            settings.scrubbing,
-            sample_rate=settings.sample_rate,
-            own_otlp_traces=not settings.otlp,
-        )
+        # Configuring Logfire again would replace the provider that holds an application's own span
+        # processors: when the application configured Logfire, mastrace joins that configuration.
+        if not application_configured_logfire():
+            configure_logfire(
+                settings.logfire,
+                settings.service_name,
+                settings.scrubbing,
+                sample_rate=settings.sample_rate,
+                own_otlp_traces=not settings.otlp,
+            )
     current = trace.get_tracer_provider()
     if _RT.own_provider is not None and current is _RT.own_provider:
         _update_own_provider(settings)
