@@ -279,7 +279,7 @@ def _initialize(settings: Settings) -> None:
     # destinations instead of being lost, and spans open across the switch end through the new one.
     # Spans reach somewhere when mastrace has a destination, or when they go through a provider
     # that is not ours (the application's or Logfire's), which exports them itself.
-    delivers = bool(destinations) or provider is not _RT.own_provider
+    delivers = any(d.counted for d in destinations) or provider is not _RT.own_provider
     if settings.logfire_token_ignored:
         warnings.warn(
             "mastrace: LOGFIRE_TOKEN is set but the logfire package is not installed, so spans are "
@@ -456,7 +456,36 @@ def _destinations(settings: Settings) -> list[Destination]:
         out.append(Destination("console", ConsoleExporter(), transform, **common))
     for i, exporter in enumerate(settings.exporters):
         out.append(Destination(f"{type(exporter).__name__}#{i}", exporter, transform, **common))
+    metrics = _metrics_destination(settings, common)
+    if metrics is not None:
+        out.append(metrics)
     return out
+
+
+def _metrics_destination(settings: Settings, common: dict[str, Any]) -> Destination | None:
+    """The GenAI metrics, derived from LLM call spans on their own thread, when anything receives
+    them: the OTLP endpoint, Logfire, or a MeterProvider the application set (see `genai_metrics`)."""
+    from ._otel_private import meter_provider_is_set
+
+    providers: list[Any] = []
+    owned: list[Any] = []
+    if settings.otlp:
+        from .exporters.genai_metrics import build_otlp_meter_provider
+
+        owned.append(build_otlp_meter_provider(settings.otlp, _resource(settings)))
+    if settings.logfire or meter_provider_is_set():
+        from opentelemetry import metrics
+
+        providers.append(metrics.get_meter_provider())  # Logfire's once it is configured
+    if not providers and not owned:
+        return None
+    from .exporters.genai_metrics import GenAIMetricsExporter
+
+    exporter = GenAIMetricsExporter([*owned, *providers], owned, exit_budget=settings.otlp_exit_timeout)
+    destination = Destination("genai-metrics", exporter, **common)
+    destination.counted = False
+    destination.exit_budget = settings.otlp_exit_timeout
+    return destination
 
 
 def _continue_env_trace() -> None:
