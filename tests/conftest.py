@@ -10,6 +10,7 @@ from opentelemetry import propagate
 
 from mastrace import _config, _context
 from mastrace._errors import reset_reported
+from phoenix_server import Phoenix, run_phoenix
 
 _ENV_PREFIXES = ("MASTRACE_", "OTEL_", "LOGFIRE_")
 _ENV_NAMES = ("TRACEPARENT", "TRACESTATE")
@@ -35,3 +36,9 @@ def _reset_mastrace(
     _config.reset_for_tests()
     _context.unpatch_threads()
     reset_reported()
+
+
+@pytest.fixture(scope="session")
+def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Phoenix]:
+    """A real Phoenix server on 127.0.0.1, shared by every test of the session that uses it."""
+    yield from run_phoenix(tmp_path_factory.mktemp("phoenix"))

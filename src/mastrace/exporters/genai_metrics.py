@@ -20,16 +20,19 @@ store keeps no metrics: its spans hold the same numbers (`SUM` over `gen_ai.usag
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Sequence
 from typing import Any
 
 from opentelemetry import metrics
+from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, MetricsData
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import SpanKind
 
 from .. import semconv
-from .._errors import log_internal_error
+from .._errors import log_internal_error, warn_once
 
 __all__ = ["GenAIMetricsExporter", "build_otlp_meter_provider"]
 
@@ -138,6 +141,64 @@ def global_meter_provider() -> Any:
     return metrics.get_meter_provider()
 
 
+_QUIET = threading.local()
+_METRIC_EXPORTER_LOGGERS = (
+    "opentelemetry.exporter.otlp.proto.http.metric_exporter",
+    "opentelemetry.exporter.otlp.proto.grpc.exporter",
+)
+
+
+class _DuringOurExport(logging.Filter):
+    """Drops the OTLP metric exporter's records while mastrace's own export runs (see `_Quiet`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(_QUIET, "active", False)
+
+
+class _Quiet(MetricExporter):
+    """The OTLP metric exporter, with one warning of ours instead of an error log per failed export.
+
+    Many OTLP endpoints take traces only (Jaeger, Phoenix answer 405 to `/v1/metrics`): that must not
+    print into the application's output every minute.
+    """
+
+    def __init__(self, inner: MetricExporter) -> None:
+        super().__init__(
+            preferred_temporality=inner._preferred_temporality,
+            preferred_aggregation=inner._preferred_aggregation,
+        )
+        self._inner = inner
+
+    def export(
+        self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any
+    ) -> MetricExportResult:
+        _QUIET.active = True
+        try:
+            result = self._inner.export(metrics_data, timeout_millis=timeout_millis)
+        finally:
+            _QUIET.active = False
+        if result is not MetricExportResult.SUCCESS:
+            warn_once(
+                "otlp-metrics",
+                "mastrace: the OTLP endpoint did not take the GenAI metrics (it may accept traces "
+                "only); spans are not affected",
+            )
+        return result
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        return self._inner.force_flush(timeout_millis)
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+        self._inner.shutdown(timeout_millis=timeout_millis)
+
+
+def _quiet_metric_logs() -> None:
+    for name in _METRIC_EXPORTER_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _DuringOurExport) for f in logger.filters):
+            logger.addFilter(_DuringOurExport())
+
+
 def build_otlp_meter_provider(endpoint: str | bool, resource: Any) -> Any:
     """A MeterProvider exporting over OTLP to the endpoint the spans go to (same protocol)."""
     from opentelemetry.sdk.metrics import MeterProvider
@@ -161,4 +222,5 @@ def build_otlp_meter_provider(endpoint: str | bool, resource: Any) -> Any:
         if url is not None and url.endswith("/v1/traces"):
             url = url[: -len("/v1/traces")]
         exporter = Http() if url is None else Http(endpoint=url + "/v1/metrics")
-    return MeterProvider(metric_readers=[PeriodicExportingMetricReader(exporter)], resource=resource)
+    _quiet_metric_logs()
+    return MeterProvider(metric_readers=[PeriodicExportingMetricReader(_Quiet(exporter))], resource=resource)
