@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from genai_peer import CALLS, OPENAI_CALL_ID, QUESTION, SYSTEM, serve
-from phoenix_server import Phoenix
 
 import mastrace
+from genai_peer import CALLS, OPENAI_CALL_ID, QUESTION, SYSTEM, serve
 from mastrace.integrations.anthropic import instrument_anthropic, uninstrument_anthropic
 from mastrace.integrations.openai import instrument_openai, uninstrument_openai
+from phoenix_server import Phoenix
 
 MASTRACE = Path(sys.executable).parent / "mastrace"
 ANSWER = "It is sunny and 21°C in Paris."
