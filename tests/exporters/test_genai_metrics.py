@@ -53,7 +53,7 @@ def points(data: MetricsData | None) -> dict[str, list[tuple[dict[str, Any], int
 
 
 def test_histograms_reach_the_applications_meter_provider(peer: str) -> None:
-    """Each call gives one duration point and an input and an output token point, with the conventions' keys."""
+    """Each call gives one duration point and one input and one output token point, with the keys."""
     reader = InMemoryMetricReader()
     metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
     mastrace.configure(local=False, exporters=[InMemorySpanExporter()])
@@ -124,7 +124,7 @@ class _Receiver(BaseHTTPRequestHandler):
 
 
 def test_histograms_are_exported_over_otlp_with_the_spans(peer: str) -> None:
-    """With OTLP on, the histograms reach the same endpoint at /v1/metrics (sent at shutdown at the latest)."""
+    """With OTLP on, the histograms reach the same endpoint at /v1/metrics (at shutdown at the latest)."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     _Receiver.metrics.clear()

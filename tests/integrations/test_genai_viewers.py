@@ -174,12 +174,12 @@ def test_jaeger_ui_genai_tab_reads_the_jaeger_json_export(
         s["operationName"] + "#" + s["spanID"]: s for s in json.loads(out.read_text())["data"][0]["spans"]
     }
     tabs = {key.split("#")[0]: jaeger_genai_sections(s["tags"]) for key, s in sorted(spans.items())}
-    follow_up = [
+    follow_up = next(
         jaeger_genai_sections(s["tags"])
         for s in spans.values()
         if s["operationName"] == "llm.openai.chat"
         and any(t["key"] == "mastrace.request.tool_call_ids" for t in s["tags"])
-    ][0]
+    )
     assert follow_up["input"] == [
         ("system", SYSTEM),
         ("user", QUESTION),
