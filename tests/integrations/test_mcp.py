@@ -165,13 +165,19 @@ def test_stdio_client_span_attributes(stdio_run: StdioRun) -> None:
             semconv.GEN_AI_OPERATION_NAME,
             semconv.GEN_AI_TOOL_NAME,
             semconv.MASTRACE_MCP_SERVER,
+            semconv.JSONRPC_PROTOCOL_VERSION,
+            semconv.NETWORK_TRANSPORT,
         )
     } == {
         semconv.MCP_METHOD_NAME: "tools/call",
         semconv.GEN_AI_OPERATION_NAME: "execute_tool",
         semconv.GEN_AI_TOOL_NAME: "add",
         semconv.MASTRACE_MCP_SERVER: "demo",
+        semconv.JSONRPC_PROTOCOL_VERSION: "2.0",
+        semconv.NETWORK_TRANSPORT: "pipe",  # stdio
     }
+    assert span.attributes[semconv.JSONRPC_REQUEST_ID]  # from the SDK's span it took over
+    assert semconv.GEN_AI_TOOL_CALL_ARGUMENTS not in span.attributes  # content capture is off
 
 
 @pytest.mark.slow
@@ -305,7 +311,24 @@ def test_set_session_info_names_server_and_session(instrumented: None, mastrace_
         await client.list_tools()
 
     _run_client(body)
-    assert mastrace_spans.attributes("mcp.files.tools/list")[semconv.MCP_SESSION_ID] == "s-1"
+    attributes = mastrace_spans.attributes("mcp.files.tools/list")
+    assert attributes[semconv.MCP_SESSION_ID] == "s-1"
+    assert attributes[semconv.NETWORK_TRANSPORT] == "tcp"  # a session with an id is an HTTP one
+
+
+def test_transport_given_and_content_captured(instrumented: None) -> None:
+    """`set_session_info(transport=...)` sets `network.transport`; capture records arguments and result."""
+
+    async def body(client: Client) -> None:
+        set_session_info(client.session, transport="pipe", session_id="s-2")
+        await client.call_tool("echo_meta", {})
+
+    with capture_spans(capture_content=True) as captured:
+        _run_client(body)
+        attributes = captured.attributes("mcp.inproc.echo_meta")
+    assert attributes[semconv.NETWORK_TRANSPORT] == "pipe"
+    assert attributes[semconv.GEN_AI_TOOL_CALL_ARGUMENTS] == {}
+    assert "00-" in str(attributes[semconv.GEN_AI_TOOL_CALL_RESULT])  # the tool returned the traceparent
 
 
 def test_instrument_server_name_applies_to_every_session(mastrace_spans: CapturedSpans) -> None:
