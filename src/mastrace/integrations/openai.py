@@ -111,7 +111,7 @@ def _response(call: Call, response: Any) -> None:
 
 def _chunk(call: Call, chunk: Any) -> None:
     # Runs once per chunk: plain attribute reads (see benchmarks/bench_openai.py).
-    if call.chunks == 1 or getattr(chunk, "usage", None) is not None or isinstance(chunk, Mapping):
+    if call.chunks == 1 or getattr(chunk, "usage", None) is not None or type(chunk) is dict:
         _read_common(call, chunk)
     capture = call.capture
     for choice in getattr(chunk, "choices", None) or ():
