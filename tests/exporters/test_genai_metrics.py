@@ -17,27 +17,15 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader, MetricsData
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import mastrace
-from genai_peer import CALLS, INPUT_TOKENS, OUTPUT_TOKENS, serve
+from genai_peer import CALLS, INPUT_TOKENS, OUTPUT_TOKENS
 from mastrace import semconv
-from mastrace.integrations.anthropic import instrument_anthropic, uninstrument_anthropic
-from mastrace.integrations.openai import instrument_openai, uninstrument_openai
 
 HISTOGRAMS = {semconv.METRIC_GEN_AI_TOKEN_USAGE, semconv.METRIC_GEN_AI_OPERATION_DURATION}
 
 
-@pytest.fixture(scope="module")
-def peer() -> Iterator[str]:
-    with serve() as url:
-        yield url
-
-
 @pytest.fixture(autouse=True)
-def instrumented() -> Iterator[None]:
-    instrument_openai()
-    instrument_anthropic()
+def instrumented(instrumented_llms: None) -> Iterator[None]:
     yield
-    uninstrument_openai()
-    uninstrument_anthropic()
     logfire.shutdown(timeout_millis=2000, flush=False)
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import anthropic
@@ -29,10 +28,8 @@ from genai_peer import (
     SYSTEM,
     Handler,
     anthropic_client,
-    serve,
 )
 from mastrace import semconv
-from mastrace.integrations.anthropic import instrument_anthropic, uninstrument_anthropic
 from mastrace.integrations.openai import instrument_openai, uninstrument_openai
 from mastrace.testing import CapturedSpans, capture_spans
 
@@ -65,20 +62,6 @@ def check_messages(messages: Any, *, output: bool = False) -> None:
             assert message["finish_reason"] in ("stop", "length", "content_filter", "tool_call", "error")
 
 
-@pytest.fixture(scope="module")
-def peer() -> Iterator[str]:
-    with serve() as url:
-        yield url
-
-
-@pytest.fixture
-def instrumented() -> Iterator[None]:
-    assert instrument_openai() and instrument_anthropic()
-    yield
-    uninstrument_openai()
-    uninstrument_anthropic()
-
-
 def _llm_spans(captured: CapturedSpans) -> list[Any]:
     return [s for s in captured.spans if s.name.startswith("llm.")]
 
@@ -99,7 +82,7 @@ def _span_name(call: str) -> str:
 
 @pytest.mark.parametrize("call", list(CALLS))
 def test_every_call_has_the_conventions_attributes_without_content(
-    call: str, peer: str, instrumented: None, mastrace_spans: CapturedSpans
+    call: str, peer: str, instrumented_llms: None, mastrace_spans: CapturedSpans
 ) -> None:
     """One CLIENT span per call with the required and recommended keys, tool call ids, and no content."""
     span, attrs = _run(mastrace_spans, call, peer)
@@ -140,7 +123,7 @@ def test_every_call_has_the_conventions_attributes_without_content(
 
 @pytest.mark.parametrize("call", list(CALLS))
 def test_content_capture_records_messages_in_the_conventions_structure(
-    call: str, peer: str, instrumented: None
+    call: str, peer: str, instrumented_llms: None
 ) -> None:
     """With capture on: input and output messages, tool calls with arguments, tool results, definitions."""
     with capture_spans(capture_content=True) as captured:
@@ -212,7 +195,7 @@ def test_content_capture_switches_and_their_precedence(
     assert (semconv.GEN_AI_INPUT_MESSAGES in spans.attributes("llm.openai.chat")) is captured
 
 
-def test_captured_content_is_scrubbed(peer: str, instrumented: None) -> None:
+def test_captured_content_is_scrubbed(peer: str, instrumented_llms: None) -> None:
     """A secret inside a message is scrubbed before it leaves, the message structure kept."""
     secret = "sk-ant-api03-" + "Zx9" * 30
     with capture_spans(capture_content=True) as captured:
@@ -226,7 +209,7 @@ def test_captured_content_is_scrubbed(peer: str, instrumented: None) -> None:
 
 
 def test_the_llm_span_is_current_while_the_sdk_sends(
-    peer: str, instrumented: None, mastrace_spans: CapturedSpans
+    peer: str, instrumented_llms: None, mastrace_spans: CapturedSpans
 ) -> None:
     """A span the HTTP client starts while sending nests under the LLM span (one trace per call)."""
     tracer = trace.get_tracer("http-client-instrumentation")
@@ -246,7 +229,7 @@ def test_the_llm_span_is_current_while_the_sdk_sends(
 
 
 def test_the_anthropic_sdk_span_is_handed_over_not_a_second_root(
-    peer: str, instrumented: None, mastrace_spans: CapturedSpans
+    peer: str, instrumented_llms: None, mastrace_spans: CapturedSpans
 ) -> None:
     """The SDK's `anthropic.messages.create` span is mastrace's: one span, HTTP details, traceparent."""
     Handler.requests.clear()
@@ -279,7 +262,7 @@ def test_anthropic_sdk_span_stays_when_anthropic_is_not_instrumented(
 
 
 def test_messages_stream_in_every_form_is_one_span_with_usage_credited_once(
-    peer: str, instrumented: None, mastrace_spans: CapturedSpans
+    peer: str, instrumented_llms: None, mastrace_spans: CapturedSpans
 ) -> None:
     """messages.stream(): text_stream, events, get_final_message, async, and a stream left early."""
     client = anthropic_client(peer)
@@ -315,7 +298,7 @@ def test_messages_stream_in_every_form_is_one_span_with_usage_credited_once(
     assert tool_calls == [{"id": ANTHROPIC_CALL_ID, "name": "get_weather"}]
 
 
-def test_a_failed_call_has_error_type(instrumented: None, mastrace_spans: CapturedSpans) -> None:
+def test_a_failed_call_has_error_type(instrumented_llms: None, mastrace_spans: CapturedSpans) -> None:
     """A call that cannot reach its server ends its span with error status and `error.type`."""
     client = openai.OpenAI(base_url="http://127.0.0.1:9/v1", api_key="sk-test-not-real", max_retries=0)
     with pytest.raises(openai.APIConnectionError):

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +27,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from genai_peer import CALLS, OPENAI_CALLS, serve
-from mastrace.integrations.anthropic import instrument_anthropic, uninstrument_anthropic
-from mastrace.integrations.openai import instrument_openai, uninstrument_openai
+from genai_peer import CALLS, OPENAI_CALLS
 from mastrace.testing import capture_spans
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -92,12 +89,6 @@ def _ours(url: str, name: str) -> tuple[str, dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def peer() -> Iterator[str]:
-    with serve() as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
 def reference(peer: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The reference's spans for every call: OpenAI's from its environment, Anthropic's SDK span here."""
     if not REFERENCE_PYTHON.exists():
@@ -136,21 +127,12 @@ def reference(peer: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     return found
 
 
-@pytest.fixture
-def instrumented() -> Iterator[None]:
-    instrument_openai()
-    instrument_anthropic()
-    yield
-    uninstrument_openai()
-    uninstrument_anthropic()
-
-
 _ROWS: dict[str, list[str]] = {}
 
 
 @pytest.mark.parametrize("call", list(CALLS))
 def test_every_reference_attribute_is_recorded_and_every_difference_justified(
-    call: str, peer: str, reference: dict[str, Any], instrumented: None
+    call: str, peer: str, reference: dict[str, Any], instrumented_llms: None
 ) -> None:
     """Same keys and values as the reference, apart from the listed, justified differences."""
     (ref_span,) = reference[call]

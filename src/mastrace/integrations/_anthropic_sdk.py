@@ -142,15 +142,8 @@ def _sync_request(
         call = start_call(reader, instance, kwargs)
         if call is None:
             return request()
-        token, ctx = current_call.set(call), call.attach()
-        try:
+        with call.running():
             raw = request()
-        except BaseException as exc:
-            call.end(exc)
-            raise
-        finally:
-            call.detach(ctx)
-            current_call.reset(token)
         return SyncStream(raw, call)
 
     return traced
@@ -161,15 +154,8 @@ def _async_request(reader: Reader, instance: Any, kwargs: Mapping[str, Any], req
         call = start_call(reader, instance, kwargs)
         if call is None:
             return await request
-        token, ctx = current_call.set(call), call.attach()
-        try:
+        with call.running():
             raw = await request
-        except BaseException as exc:
-            call.end(exc)
-            raise
-        finally:
-            call.detach(ctx)
-            current_call.reset(token)
         return AsyncStream(raw, call)
 
     return traced()

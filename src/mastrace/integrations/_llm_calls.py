@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import contextvars
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -174,6 +175,28 @@ class Call:
         if token is not None:
             otel_context.detach(token)  # type: ignore[arg-type]
 
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        """While the SDK sends the request: the call is current (span and `current_call`); a
+        failure ends it with the error."""
+        token, ctx = current_call.set(self), self.attach()
+        try:
+            yield
+        except BaseException as exc:
+            self.end(exc)
+            raise
+        finally:
+            self.detach(ctx)
+            current_call.reset(token)
+
+    def take(self, chunk: Any) -> Any:
+        """Read one chunk of the stream; the span ends at the chunk after which nothing counts
+        (a consumer that stops there, without reading the end marker, still ends it)."""
+        self.on_chunk(chunk)
+        if self.last_chunk:
+            self.end()
+        return chunk
+
     def add_usage(self, usage: Any) -> None:
         """Take a usage object or dict from the response; counts reported in parts are merged."""
         found = TokenUsage.from_provider(usage, provider=self.provider)
@@ -268,15 +291,8 @@ def sync_wrapper(reader: Reader) -> Callable[..., Any]:
         call = start_call(reader, instance, kwargs)
         if call is None:
             return wrapped(*args, **kwargs)
-        token, ctx = current_call.set(call), call.attach()
-        try:
+        with call.running():
             result = wrapped(*args, **kwargs)
-        except BaseException as exc:
-            call.end(exc)
-            raise
-        finally:
-            call.detach(ctx)
-            current_call.reset(token)
         if call.stream:
             return SyncStream(result, call)
         call.on_response(result)
@@ -293,15 +309,8 @@ def async_wrapper(reader: Reader) -> Callable[..., Any]:
         call = start_call(reader, instance, kwargs)
         if call is None:
             return await wrapped(*args, **kwargs)
-        token, ctx = current_call.set(call), call.attach()
-        try:
+        with call.running():
             result = await wrapped(*args, **kwargs)
-        except BaseException as exc:
-            call.end(exc)
-            raise
-        finally:
-            call.detach(ctx)
-            current_call.reset(token)
         if call.stream:
             return AsyncStream(result, call)
         call.on_response(result)

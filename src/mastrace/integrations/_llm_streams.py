@@ -36,13 +36,7 @@ class SyncStream(wrapt.ObjectProxy[Any]):
         except BaseException as exc:
             self._self_call.end(exc)
             raise
-        call = self._self_call
-        call.on_chunk(chunk)
-        if call.last_chunk:
-            # A consumer that stops at the last chunk with content (without reading the stream's
-            # end marker) still gets a span that ends when the answer did.
-            call.end()
-        return chunk
+        return self._self_call.take(chunk)
 
     def close(self) -> None:
         try:
@@ -85,11 +79,7 @@ class AsyncStream(wrapt.ObjectProxy[Any]):
         except BaseException as exc:
             self._self_call.end(exc)
             raise
-        call = self._self_call
-        call.on_chunk(chunk)
-        if call.last_chunk:
-            call.end()  # see SyncStream.__next__
-        return chunk
+        return self._self_call.take(chunk)
 
     async def close(self) -> None:
         try:
