@@ -23,11 +23,13 @@ from genai_peer import (
     CALLS,
     INPUT_TOKENS,
     OPENAI_CALL_ID,
+    OPENAI_HISTORY,
     OUTPUT_TOKENS,
     QUESTION,
     SYSTEM,
     Handler,
     anthropic_client,
+    openai_client,
 )
 from mastrace import semconv
 from mastrace.integrations.openai import instrument_openai, uninstrument_openai
@@ -306,3 +308,24 @@ def test_a_failed_call_has_error_type(instrumented_llms: None, mastrace_spans: C
     span = mastrace_spans.one("llm.openai.chat")
     assert span.status.status_code.name == "ERROR"
     assert span.attributes[semconv.ERROR_TYPE] == "APIConnectionError"
+
+
+def test_hostile_requests_are_sent_untouched_and_traced(peer: str, instrumented_llms: None) -> None:
+    """Messages given as a generator, malformed entries and a huge message: the call goes out as the
+    caller built it, nothing is raised by mastrace, and the span is still recorded (content capped)."""
+    client = openai_client(peer)
+    huge = "lorem ipsum " * 200_000  # 2.4 MB
+    with capture_spans(capture_content=True) as captured:
+        Handler.requests.clear()
+        client.chat.completions.create(model="gpt-peer", messages=(m for m in OPENAI_HISTORY))
+        sent = Handler.requests[-1]["body"]["messages"]
+        client.chat.completions.create(
+            model="gpt-peer",
+            messages=[{"role": "user", "content": [{"type": "weird", "x": object.__name__}, {"no": "type"}]}],
+        )
+        client.chat.completions.create(model="gpt-peer", messages=[{"role": "user", "content": huge}])
+        spans = [s.attributes for s in captured.by_name("llm.openai.chat")]
+    assert sent == OPENAI_HISTORY  # the generator reached the SDK whole
+    assert len(spans) == 3 and "gen_ai.input.messages" not in spans[0]  # not read from a generator
+    assert "weird" in str(spans[1]["gen_ai.input.messages"])
+    assert "truncated" in str(spans[2]["gen_ai.input.messages"]) and len(str(spans[2])) < len(huge)

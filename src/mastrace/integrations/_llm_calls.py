@@ -153,7 +153,8 @@ class Call:
             attrs[semconv.MASTRACE_REQUEST_TOOL_CALL_IDS] = result_ids
         if self.capture:
             content = self.reader.content(kwargs)
-            attrs[semconv.GEN_AI_INPUT_MESSAGES] = content["input"]
+            if content["input"]:  # none from messages given as an iterator: the SDK's to read
+                attrs[semconv.GEN_AI_INPUT_MESSAGES] = content["input"]
             if "system" in content:
                 attrs[semconv.GEN_AI_SYSTEM_INSTRUCTIONS] = content["system"]
             if "tools" in content:

@@ -17,7 +17,7 @@ The response side is an `Output` that the SDK readers fill, whole or chunk by ch
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from ..usage import field_of
@@ -66,6 +66,12 @@ def arguments_value(raw: Any) -> Any:
     return raw
 
 
+def _listed(value: Any) -> Any:
+    """`value` when it is a list or tuple, else nothing: an iterator the caller passes is the SDK's to
+    read, and reading it here would send an empty request."""
+    return value if isinstance(value, (list, tuple)) else ()
+
+
 def _text(content: str) -> Part:
     return {"type": "text", "content": content}
 
@@ -85,7 +91,7 @@ def _response_text(content: Any) -> Any:
     """A tool result's content: its text when it is text blocks, else the content itself."""
     if isinstance(content, str) or content is None:
         return content
-    if isinstance(content, Iterable) and not isinstance(content, Mapping):
+    if isinstance(content, (list, tuple)):
         items = [_plain(item) for item in content]
         texts = [field_of(item, "text") for item in items]
         if items and all(isinstance(t, str) for t in texts):
@@ -121,7 +127,7 @@ def _openai_parts(content: Any) -> list[Part]:
         return []
     if isinstance(content, str):
         return [_text(content)]
-    return [_openai_content_part(item) for item in content]
+    return [_openai_content_part(item) for item in _listed(content)]
 
 
 def _openai_tool_call(call: Any) -> Part:
@@ -147,7 +153,7 @@ def _openai_message(message: Any) -> Message:
         ]
     else:
         parts = _openai_parts(content)
-        parts.extend(_openai_tool_call(call) for call in field_of(message, "tool_calls") or ())
+        parts.extend(_openai_tool_call(call) for call in _listed(field_of(message, "tool_calls")))
     out: Message = {"role": str(role), "parts": parts}
     name = field_of(message, "name")
     if isinstance(name, str) and role != "function":
@@ -171,8 +177,8 @@ def openai_request(kwargs: Mapping[str, Any]) -> dict[str, Any]:
 
     System and developer messages stay in the history (`input`), where OpenAI has them.
     """
-    out: dict[str, Any] = {"input": [_openai_message(m) for m in kwargs.get("messages") or ()]}
-    tools = kwargs.get("tools")
+    out: dict[str, Any] = {"input": [_openai_message(m) for m in _listed(kwargs.get("messages"))]}
+    tools = _listed(kwargs.get("tools"))
     if tools:
         out["tools"] = [_openai_tool(t) for t in tools]
     return out
@@ -219,7 +225,7 @@ def _anthropic_parts(content: Any) -> list[Part]:
         return []
     if isinstance(content, str):
         return [_text(content)]
-    return [_anthropic_block(block) for block in content]
+    return [_anthropic_block(block) for block in _listed(content)]
 
 
 def _anthropic_tool(tool: Any) -> Part:
@@ -241,13 +247,13 @@ def anthropic_request(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {
         "input": [
             {"role": str(field_of(m, "role")), "parts": _anthropic_parts(field_of(m, "content"))}
-            for m in kwargs.get("messages") or ()
+            for m in _listed(kwargs.get("messages"))
         ]
     }
     system = kwargs.get("system")
     if system:
         out["system"] = _anthropic_parts(system)
-    tools = kwargs.get("tools")
+    tools = _listed(kwargs.get("tools"))
     if tools:
         out["tools"] = [_anthropic_tool(t) for t in tools]
     return out
@@ -257,15 +263,12 @@ def tool_result_ids(messages: Any) -> list[str]:
     """The ids of the tool results a request sends back (OpenAI `tool` messages, Anthropic
     `tool_result` blocks): not content, so recorded with capture off too."""
     ids: list[str] = []
-    for message in messages or ():
+    for message in _listed(messages):
         call_id = field_of(message, "tool_call_id")
         if isinstance(call_id, str):
             ids.append(call_id)
             continue
-        content = field_of(message, "content")
-        if isinstance(content, str) or content is None:
-            continue
-        for block in content:
+        for block in _listed(field_of(message, "content")):
             if field_of(block, "type") == "tool_result":
                 block_id = field_of(block, "tool_use_id")
                 if isinstance(block_id, str):
