@@ -127,6 +127,9 @@ class Call:
         self.sinks = current_sinks()
         name, attrs = self._start_attributes(instance, kwargs)
         self.span: Span | NoOpSpan = get_tracer(TRACER_NAME).start_span(name, attrs, kind=SpanKind.CLIENT)
+        pending = pending_llm_span.get()
+        if pending is not None:  # the framework's handle annotates the span that took its place
+            pending.spans.append(self.span)
         otel_span = self.span.otel_span
         self.otel_span: trace.Span | None = otel_span
 
