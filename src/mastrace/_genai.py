@@ -36,7 +36,7 @@ __all__ = [
 conversation_id: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "mastrace_conversation_id", default=None
 )
-"""`gen_ai.conversation.id` of the coordination session around the code (set by the session)."""
+"""The conversation id of the coordination session around the code (set by the session)."""
 
 _PRIMITIVE = (str, int, float, bool)
 
