@@ -203,6 +203,10 @@ class Call:
 
     def add_usage(self, usage: Any) -> None:
         """Take a usage object or dict from the response; counts reported in parts are merged."""
+        fields = getattr(usage, "__dict__", None)
+        if isinstance(fields, dict) and not isinstance(usage, Mapping):
+            # A pydantic model as a dict: reading a field it lacks raises inside the model, slowly.
+            usage = {**fields, **(getattr(usage, "__pydantic_extra__", None) or {})}
         found = TokenUsage.from_provider(usage, provider=self.provider)
         if found is not None:
             self.usage = found if self.usage is None else self.usage.merge_max(found)
