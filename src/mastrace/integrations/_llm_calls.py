@@ -240,7 +240,7 @@ class Call:
             span.set_attributes(self._end_attributes(error))
             usage = self.usage
             if usage is not None:
-                usage = self.priced(usage)
+                usage = self._priced(usage)
                 span.set_attributes(usage_attributes(usage, massgen=False))
                 span.set_attribute(semconv.MASTRACE_USAGE, usage.to_dict())
                 credit_usage(usage, None, chain=self.sinks)
@@ -271,7 +271,7 @@ class Call:
         attributes = getattr(self.otel_span, "attributes", None)
         return bool(attributes) and key in attributes  # type: ignore[operator]
 
-    def priced(self, usage: TokenUsage) -> TokenUsage:
+    def _priced(self, usage: TokenUsage) -> TokenUsage:
         """The call's usage with its cost: the provider's when it reported one, else the calculator's."""
         if self.cost is not None:
             return usage.with_cost(self.cost)
