@@ -193,14 +193,6 @@ class Call:
             self.detach(ctx)
             current_call.reset(token)
 
-    def take(self, chunk: Any) -> Any:
-        """Read one chunk of the stream; the span ends at the chunk after which nothing counts
-        (a consumer that stops there, without reading the end marker, still ends it)."""
-        self.on_chunk(chunk)
-        if self.last_chunk:
-            self.end()
-        return chunk
-
     def add_usage(self, usage: Any) -> None:
         """Take a usage object or dict from the response; counts reported in parts are merged."""
         fields = getattr(usage, "__dict__", None)
@@ -218,9 +210,12 @@ class Call:
         with handle_internal_errors("llm response"):
             self.reader.response(self, response)
 
-    def on_chunk(self, chunk: Any) -> None:
+    def take(self, chunk: Any) -> Any:
+        """Read one chunk of the stream (runs per chunk: one frame, plain attribute reads). The span
+        ends at the chunk after which nothing counts: a consumer that stops there, without reading
+        the stream's end marker, still ends it."""
         if self.done:
-            return
+            return chunk
         self.chunks += 1
         try:
             if self.chunks == 1:
@@ -230,6 +225,9 @@ class Call:
             self.reader.chunk(self, chunk)
         except Exception as exc:
             log_internal_error("llm chunk", exc)
+        if self.last_chunk:
+            self.end()
+        return chunk
 
     def end(self, error: BaseException | None = None) -> None:
         if self.done:
