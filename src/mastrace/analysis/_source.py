@@ -1,0 +1,361 @@
+"""Analysis over any Logfire-compatible Query API: Logfire itself, or another `mastrace serve`.
+
+`SourceStore` is a `TraceStore` whose spans come through `POST /v2/query` (as Arrow) instead of
+from segment files. The few questions that span the whole source (which traces exist, which is the
+latest session, which ids start with a prefix) are asked remotely in SQL that both DuckDB and
+Logfire's DataFusion read. Everything else runs locally, unchanged: `resolve()` copies the spans of
+the trace it names into a local `records` table with the store's own columns and types, so the
+analysis, the tree, the view and the diff read them exactly as they read a local store, and give
+the same results for the same spans.
+
+Rows are fetched in pages when the source caps them (Logfire answers at most 10,000 rows a query);
+another `mastrace serve` answers a whole trace at once.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from typing import Any, Final
+
+import duckdb
+
+from .. import semconv
+from ..exceptions import StoreError
+from ..store._schema import COLUMNS, ROOTS_VIEW_NAME, VIEW_NAME
+from ._store import RunRef, RunSummary, TraceStore
+
+__all__ = ["QueryAPIClient", "QueryRefused", "SourceStore", "source_url"]
+
+_EPOCH: Final = "1970-01-01T00:00:00+00:00"
+_ALL_ROWS: Final = 100_000_000
+_LOGFIRE_MAX_ROWS: Final = 10_000
+_TOTAL: Final = "_mastrace_total"
+_MAX_WAIT: Final = 60.0
+_TOKEN_REGION = re.compile(r"^pylf_v\d+_(?P<region>[a-z]+)_")
+# What a column the source does not have reads as (the store's defaults, see `_schema.COLUMNS`).
+_DEFAULTS: Final[dict[str, str]] = {
+    "kind": "'span'",
+    "level": "9",
+    "message": "span_name",
+    "attributes": "'{}'",
+    "tags": "[]",
+    "otel_links": "'[]'",
+    "otel_events": "'[]'",
+    "is_exception": "false",
+    "otel_status_code": "'UNSET'",
+    "otel_scope_attributes": "'{}'",
+    "otel_kind": "'internal'",
+    "otel_resource_attributes": "'{}'",
+}
+_SESSION_ROOT = f"span_name = '{semconv.SPAN_COORDINATION_SESSION}' AND parent_span_id IS NULL"
+_RUNS_COLUMNS = (
+    "trace_id, span_id, span_name, service_name, start_timestamp, end_timestamp, duration, parent_span_id, "
+    "otel_status_code, is_exception, attributes"
+)
+
+
+class QueryRefused(StoreError):
+    """The source answered a query with an error status (`status`)."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def source_url(source: str, token: str | None) -> str:
+    """The base URL of a `--source`: an http(s) URL as given, or `logfire` for Logfire's API in the
+    read token's region.
+
+    Raises:
+        StoreError: Neither an http(s) URL nor `logfire` (with a token).
+    """
+    text = source.strip().rstrip("/")
+    if text.lower() == "logfire":
+        if not token:
+            raise StoreError("--source logfire needs a read token in LOGFIRE_READ_TOKEN")
+        match = _TOKEN_REGION.match(token)
+        return f"https://logfire-{match.group('region') if match else 'us'}.pydantic.dev"
+    if not re.match(r"^https?://[^/\s]+", text, re.IGNORECASE):
+        raise StoreError(f"--source {source!r} is not an http(s) URL or 'logfire'")
+    return text
+
+
+class QueryAPIClient:
+    """A small client of `POST /v2/query` that reads Arrow answers.
+
+    Args:
+        url: The API's base URL.
+        token: The read token (sent in `Authorization` as Logfire's client sends it), or None.
+        timeout: Seconds to wait for an answer.
+        retries: How many times a rate-limited query (429) is tried again, after the wait the
+            source asks for (at most a minute).
+    """
+
+    def __init__(self, url: str, token: str | None = None, *, timeout: float = 300.0, retries: int = 3) -> None:
+        try:
+            import httpx
+            import pyarrow  # noqa: F401
+        except ImportError as exc:
+            raise StoreError("--source needs the query extra: pip install 'mastrace[query]'") from exc
+        headers = {"authorization": token} if token else {}
+        self.url = url
+        self.retries = retries
+        self._http = httpx.Client(base_url=url, headers=headers, timeout=timeout)
+
+    def close(self) -> None:
+        """Close the HTTP connection pool."""
+        self._http.close()
+
+    def arrow(self, sql: str, limit: int) -> Any:
+        """The answer to `sql` (at most `limit` rows) as a `pyarrow.Table`.
+
+        Raises:
+            StoreError: The source cannot be reached, refuses the token, rejects the query or keeps
+                answering 429.
+        """
+        import httpx
+        import pyarrow.ipc
+
+        body = {"sql": sql, "min_timestamp": _EPOCH, "limit": limit, "include_schema": True, "explain": False}
+        headers = {"accept": "application/vnd.apache.arrow.stream, application/problem+json;q=0.9"}
+        for attempt in range(self.retries + 1):
+            try:
+                response = self._http.post("/v2/query", json=body, headers=headers)
+            except httpx.HTTPError as exc:
+                raise StoreError(f"cannot reach the source at {self.url}: {exc}") from exc
+            if response.status_code != 429 or attempt == self.retries:
+                break
+            time.sleep(_retry_after(response.headers.get("retry-after")))
+        self._raise_for(response)
+        try:
+            with pyarrow.ipc.open_stream(response.content) as reader:
+                return reader.read_all()
+        except pyarrow.ArrowInvalid as exc:
+            raise StoreError(f"the source at {self.url} sent an answer that is not an Arrow stream") from exc
+
+    def _raise_for(self, response: Any) -> None:
+        status = response.status_code
+        if status == 200:
+            return
+        detail = _detail(response)
+        if status in (400, 422):
+            message = f"query failed at {self.url}: {detail}"
+        elif status in (401, 403):
+            message = f"the source at {self.url} refused the read token (set LOGFIRE_READ_TOKEN or MASTRACE_SERVE_TOKEN)"
+        elif status == 404:
+            message = f"no Query API at {self.url} (a mastrace serve or Logfire base URL is expected)"
+        elif status == 429:
+            message = f"the source at {self.url} is rate limiting queries; try again in a minute"
+        else:
+            message = f"the source at {self.url} answered {status}: {detail}"
+        raise QueryRefused(message, status)
+
+    def table(self, select: str, order: str) -> Any:
+        """Every row of `select` (SQL without ORDER BY or LIMIT), in pages when the source caps rows.
+
+        The first page also counts the rows (`count(*) OVER ()`), so a source that quietly answers
+        fewer rows than asked is read on from where it stopped.
+        """
+        import pyarrow
+
+        size, pages, fetched, total = _ALL_ROWS, [], 0, None
+        while total is None or fetched < total:
+            sql = f"SELECT *, count(*) OVER () AS {_TOTAL} FROM ({select}) AS q ORDER BY {order}"
+            sql += f" LIMIT {size} OFFSET {fetched}"
+            try:
+                page = self.arrow(sql, size)
+            except QueryRefused as exc:
+                if exc.status != 422 or size == _LOGFIRE_MAX_ROWS or fetched:
+                    raise
+                size = _LOGFIRE_MAX_ROWS  # a source that caps `limit` (Logfire) refuses a larger one
+                continue
+            if total is None:
+                total = page.column(_TOTAL)[0].as_py() if page.num_rows else 0
+            if not page.num_rows:
+                break
+            size = min(size, page.num_rows) if page.num_rows < (total or 0) - fetched else size
+            pages.append(page.drop_columns([_TOTAL]))
+            fetched += page.num_rows
+        if fetched != (total or 0):
+            raise StoreError(f"the source at {self.url} answered {fetched} of {total} rows")
+        return pyarrow.concat_tables(pages) if pages else None
+
+
+def _retry_after(value: str | None) -> float:
+    try:
+        return min(_MAX_WAIT, max(0.0, float(value or 1)))
+    except ValueError:
+        return 1.0
+
+
+def _detail(response: Any) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return str(response.text)[:500]
+    if isinstance(body, dict):
+        legacy = body.get("error_details", body)
+        detail = legacy.get("detail", body) if isinstance(legacy, dict) else legacy
+        return detail if isinstance(detail, str) else str(detail)[:500]
+    return str(body)[:500]
+
+
+class SourceStore(TraceStore):
+    """A `TraceStore` over a Logfire-compatible Query API.
+
+    Args:
+        url: `http(s)://…` of Logfire's API or of another `mastrace serve`.
+        token: The read token (Logfire's, or the serve token), or None for a serve on loopback.
+        retries: How often a rate-limited query is tried again.
+
+    Example:
+        ```python
+        with SourceStore("http://127.0.0.1:4318") as store:
+            report = build_report(store, store.resolve("latest"))
+        ```
+    """
+
+    def __init__(self, url: str, token: str | None = None, *, retries: int = 3) -> None:
+        self.client = QueryAPIClient(url, token, retries=retries)
+        self.paths = []
+        self.url = url
+        self._loaded: set[str] = set()
+        self.con = _local_connection()
+        self.con.execute(f"CREATE TABLE {VIEW_NAME} AS {_empty_records()}")
+        self.con.execute(f"CREATE VIEW {ROOTS_VIEW_NAME} AS SELECT * FROM {VIEW_NAME} WHERE parent_span_id IS NULL")
+
+    @property
+    def where(self) -> str:
+        return self.url
+
+    def close(self) -> None:
+        self.con.close()
+        self.client.close()
+
+    def skipped_rows(self) -> int:
+        return 0  # the source reads its own storage; nothing malformed reaches the answers
+
+    def ensure_not_empty(self) -> None:
+        if self.client.table("SELECT 1 AS one FROM records LIMIT 1", "one") is None:
+            raise StoreError(f"the source at {self.url} has no spans")
+
+    def index(self) -> list[RunRef]:
+        found = self._remote(
+            "SELECT trace_id, min(start_timestamp) AS started, "
+            f"max(CASE WHEN {_SESSION_ROOT} THEN 1 ELSE 0 END) AS is_session FROM records GROUP BY trace_id",
+            "trace_id",
+            "SELECT trace_id, epoch_us(started) AS start_us, is_session = 1 AS is_session FROM fetched",
+        )
+        refs = [RunRef(str(r["trace_id"]), int(r["start_us"]), bool(r["is_session"])) for r in found]
+        refs.sort(key=lambda r: (r.is_session, r.start_us), reverse=True)
+        return refs
+
+    def _latest_sessions(self, limit: int) -> list[str]:
+        found = self._remote(
+            f"SELECT trace_id, min(start_timestamp) AS started FROM records WHERE {_SESSION_ROOT} "
+            f"GROUP BY trace_id ORDER BY started DESC LIMIT {int(limit)}",
+            "started DESC",
+            "SELECT trace_id FROM fetched ORDER BY epoch_us(started) DESC",
+        )
+        return [str(r["trace_id"]) for r in found]
+
+    def _matching(self, prefix: str) -> list[str]:
+        if not re.fullmatch(r"[0-9a-f]+", prefix):  # `resolve` checks; the SQL below relies on it
+            raise StoreError(f"{prefix!r} is not a trace id prefix")
+        found = self._remote(
+            f"SELECT DISTINCT trace_id FROM records WHERE trace_id LIKE '{prefix}%' LIMIT 3", "trace_id", None
+        )
+        return [str(r["trace_id"]) for r in found]
+
+    def resolve(self, ref: str | None) -> str:
+        """Turn `ref` into a trace id, as `TraceStore.resolve` does, and copy that trace's spans here."""
+        trace_id = super().resolve(ref)
+        self.load([trace_id])
+        return trace_id
+
+    def load(self, trace_ids: Sequence[str]) -> None:
+        """Copy every span of these traces (full trace ids) from the source into the local `records`."""
+        wanted = [t for t in dict.fromkeys(trace_ids) if t not in self._loaded]
+        if not wanted:
+            return
+        if not all(re.fullmatch(r"[0-9a-f]{32}", t) for t in wanted):
+            raise StoreError(f"not a trace id: {wanted}")
+        ids = ", ".join(f"'{t}'" for t in wanted)
+        table = self.client.table(
+            f"SELECT * FROM records WHERE trace_id IN ({ids})", "trace_id, start_timestamp, span_id"
+        )
+        if table is not None:
+            _insert_records(self.con, table)
+        self._loaded.update(wanted)
+
+    def runs(self, limit: int | None = None) -> list[RunSummary]:
+        """One summary per trace of the source, newest first (reads every span's summary columns)."""
+        table = self.client.table(f"SELECT {_RUNS_COLUMNS} FROM records", "trace_id, start_timestamp, span_id")
+        local, self.con = self.con, _local_connection()
+        try:
+            self.con.execute(f"CREATE TABLE {VIEW_NAME} AS {_empty_records()}")
+            if table is not None:
+                _insert_records(self.con, table)
+            return super().runs(limit)
+        finally:
+            self.con.close()
+            self.con = local
+
+    def remote_table(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """Run `sql` at the source and return its column names and rows, typed as `table()` types them."""
+        answer = self.client.arrow(sql, _ALL_ROWS)
+        con = _local_connection()
+        try:
+            con.register("answer", answer)
+            names = list(answer.column_names)
+            select = ", ".join(
+                f"CAST(#{i} AS TIMESTAMP)" if str(t) == "TIMESTAMP WITH TIME ZONE" else f"#{i}"
+                for i, t in enumerate(con.sql("SELECT * FROM answer").types, start=1)
+            )
+            return names, con.sql(f"SELECT {select} FROM answer").fetchall() if names else []
+        finally:
+            con.close()
+
+    def _remote(self, select: str, order: str, local: str | None) -> list[dict[str, Any]]:
+        """Rows of `select` asked at the source, read through the local SQL `local` over `fetched`."""
+        table = self.client.table(select, order)
+        if table is None:
+            return []
+        con = _local_connection()
+        try:
+            con.register("fetched", table)
+            relation = con.sql(local or "SELECT * FROM fetched")
+            return [dict(zip(relation.columns, row, strict=True)) for row in relation.fetchall()]
+        finally:
+            con.close()
+
+
+def _local_connection() -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect(":memory:")
+    con.execute("SET TimeZone = 'UTC'")
+    return con
+
+
+def _empty_records() -> str:
+    return "SELECT " + ", ".join(f"CAST(NULL AS {t}) AS {name}" for name, (t, _) in COLUMNS.items()) + " WHERE false"
+
+
+def _insert_records(con: duckdb.DuckDBPyConnection, table: Any) -> None:
+    """Append an Arrow table of `records` rows, in the store's column types, whatever the source had."""
+    present = set(table.column_names)
+    con.register("fetched", table)
+    try:
+        values = []
+        for name, (sql_type, _) in COLUMNS.items():
+            if name in present:
+                values.append(f'CAST("{name}" AS {sql_type})')
+            elif name == "span_type" and "kind" in present:
+                values.append("CAST(kind AS VARCHAR)")
+            else:
+                values.append(f"CAST({_DEFAULTS.get(name, 'NULL')} AS {sql_type})")
+        keep = "kind IS DISTINCT FROM 'pending_span'" if "kind" in present else "true"
+        con.execute(f"INSERT INTO {VIEW_NAME} SELECT {', '.join(values)} FROM fetched WHERE {keep}")
+    finally:
+        con.unregister("fetched")
