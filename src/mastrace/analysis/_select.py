@@ -6,7 +6,10 @@ a store opened with `TraceStore(..., sandbox=True)`, so the SQL sees the store a
 
 A time window (`min_timestamp`/`max_timestamp`, as Logfire's Query API takes them) and a deployment
 environment narrow `records` itself: a temporary view of that name over the store's view, so the
-statement needs no rewriting and its own `WHERE`, `WITH` and `ORDER BY` keep their meaning.
+statement needs no rewriting and its own `WHERE`, `WITH` and `ORDER BY` keep their meaning. `roots`
+(the root spans alone, read from the small roots files) is narrowed the same way, and read from
+`records` when the store's roots files do not pair up with its segments, so it always holds
+exactly the root spans of `records`.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from datetime import datetime, timezone
 import duckdb
 
 from ..exceptions import StoreError
-from ..store._schema import VIEW_NAME
+from ..store._schema import ROOTS_VIEW_NAME, VIEW_NAME
+from ..store.reader import roots_complete
 from ._store import TraceStore
 
 __all__ = ["READ_ONLY_STATEMENTS", "Window", "bounded_relation", "check_read_only"]
@@ -105,13 +109,17 @@ def bounded_relation(
     """
     check_read_only(sql)
     conditions = window.conditions() if window is not None else []
-    if conditions:
+    complete = roots_complete(store.paths)
+    if conditions or not complete:
         (database,) = store.table("SELECT current_database()")[1][0]
-        full = f"{_identifier(str(database))}.main.{VIEW_NAME}"
-        # A temporary view is found before the store's own `records`, which it reads by its full name.
-        store.execute(
-            f"CREATE OR REPLACE TEMP VIEW {VIEW_NAME} AS SELECT * FROM {full} WHERE {' AND '.join(conditions)}"
-        )
+        schema = f"{_identifier(str(database))}.main"
+        where = " AND ".join(conditions) or "true"
+        # A temporary view is found before the store's own, which it reads by its full name.
+        if conditions:
+            store.execute(f"CREATE OR REPLACE TEMP VIEW {VIEW_NAME} AS SELECT * FROM {schema}.{VIEW_NAME} WHERE {where}")
+        # `roots` holds the root spans of `records` whatever the store's roots files hold.
+        roots = f"{schema}.{ROOTS_VIEW_NAME} WHERE {where}" if complete else f"{VIEW_NAME} WHERE parent_span_id IS NULL"
+        store.execute(f"CREATE OR REPLACE TEMP VIEW {ROOTS_VIEW_NAME} AS SELECT * FROM {roots}")
     relation = store.relation(sql)
     if relation is None:
         raise StoreError("the statement returns no rows")

@@ -14,8 +14,12 @@ another `mastrace serve` answers a whole trace at once.
 
 from __future__ import annotations
 
+import http.client
+import json
 import re
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -83,7 +87,7 @@ def source_url(source: str, token: str | None) -> str:
 
 
 class QueryAPIClient:
-    """A small client of `POST /v2/query` that reads Arrow answers.
+    """A small client of `POST /v2/query` that reads Arrow answers (standard library HTTP, `pyarrow`).
 
     Args:
         url: The API's base URL.
@@ -95,90 +99,96 @@ class QueryAPIClient:
 
     def __init__(self, url: str, token: str | None = None, *, timeout: float = 300.0, retries: int = 3) -> None:
         try:
-            import httpx
             import pyarrow  # noqa: F401
         except ImportError as exc:
             raise StoreError("--source needs the query extra: pip install 'mastrace[query]'") from exc
-        headers = {"authorization": token} if token else {}
-        self.url = url
-        self.retries = retries
-        self._http = httpx.Client(base_url=url, headers=headers, timeout=timeout)
+        self.url, self.token, self.timeout, self.retries = url, token, timeout, retries
 
     def close(self) -> None:
-        """Close the HTTP connection pool."""
-        self._http.close()
+        """Nothing to release: each query is one HTTP request."""
 
     def arrow(self, sql: str, limit: int) -> Any:
         """The answer to `sql` (at most `limit` rows) as a `pyarrow.Table`.
 
         Raises:
-            StoreError: The source cannot be reached, refuses the token, rejects the query or keeps
-                answering 429.
+            QueryRefused: The source answered with an error status (after retrying 429s).
+            StoreError: The source cannot be reached or sent something that is not an Arrow stream.
         """
-        import httpx
         import pyarrow.ipc
 
         body = {"sql": sql, "min_timestamp": _EPOCH, "limit": limit, "include_schema": True, "explain": False}
-        headers = {"accept": "application/vnd.apache.arrow.stream, application/problem+json;q=0.9"}
         for attempt in range(self.retries + 1):
-            try:
-                response = self._http.post("/v2/query", json=body, headers=headers)
-            except httpx.HTTPError as exc:
-                raise StoreError(f"cannot reach the source at {self.url}: {exc}") from exc
-            if response.status_code != 429 or attempt == self.retries:
+            status, headers, content = self._post(json.dumps(body).encode())
+            if status != 429 or attempt == self.retries:
                 break
-            time.sleep(_retry_after(response.headers.get("retry-after")))
-        self._raise_for(response)
+            time.sleep(_retry_after(headers.get("retry-after")))
+        if status != 200:
+            raise QueryRefused(self._message(status, content), status)
         try:
-            with pyarrow.ipc.open_stream(response.content) as reader:
+            with pyarrow.ipc.open_stream(content) as reader:
                 return reader.read_all()
         except pyarrow.ArrowInvalid as exc:
             raise StoreError(f"the source at {self.url} sent an answer that is not an Arrow stream") from exc
 
-    def _raise_for(self, response: Any) -> None:
-        status = response.status_code
-        if status == 200:
-            return
-        detail = _detail(response)
+    def _post(self, body: bytes) -> tuple[int, Any, bytes]:
+        headers = {
+            "content-type": "application/json",
+            "accept": "application/vnd.apache.arrow.stream, application/problem+json;q=0.9",
+            "user-agent": "mastrace",
+        }
+        if self.token:
+            headers["authorization"] = self.token
+        request = urllib.request.Request(self.url + "/v2/query", data=body, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310 (http(s) only)
+                return int(response.status), response.headers, response.read()
+        except urllib.error.HTTPError as exc:
+            return int(exc.code), exc.headers, exc.read()
+        except (OSError, http.client.HTTPException) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise StoreError(f"cannot reach the source at {self.url}: {reason}") from exc
+
+    def _message(self, status: int, content: bytes) -> str:
         if status in (400, 422):
-            message = f"query failed at {self.url}: {detail}"
-        elif status in (401, 403):
-            message = f"the source at {self.url} refused the read token (set LOGFIRE_READ_TOKEN or MASTRACE_SERVE_TOKEN)"
-        elif status == 404:
-            message = f"no Query API at {self.url} (a mastrace serve or Logfire base URL is expected)"
-        elif status == 429:
-            message = f"the source at {self.url} is rate limiting queries; try again in a minute"
-        else:
-            message = f"the source at {self.url} answered {status}: {detail}"
-        raise QueryRefused(message, status)
+            return f"query failed at {self.url}: {_detail(content)}"
+        if status in (401, 403):
+            return f"the source at {self.url} refused the read token (set LOGFIRE_READ_TOKEN or MASTRACE_SERVE_TOKEN)"
+        if status == 404:
+            return f"no Query API at {self.url} (a mastrace serve or Logfire base URL is expected)"
+        if status == 429:
+            return f"the source at {self.url} is rate limiting queries; try again in a minute"
+        return f"the source at {self.url} answered {status}: {_detail(content)}"
 
     def table(self, select: str, order: str) -> Any:
-        """Every row of `select` (SQL without ORDER BY or LIMIT), in pages when the source caps rows.
+        """Every row of `select` (SQL without ORDER BY or LIMIT) as one `pyarrow.Table`, or None.
 
-        The first page also counts the rows (`count(*) OVER ()`), so a source that quietly answers
-        fewer rows than asked is read on from where it stopped.
+        The first request asks for every row and counts them (`count(*) OVER ()`); a source that
+        caps rows (Logfire: 10,000 a query, refusing a larger `limit`) is then read in pages of what
+        it answers, in `order`, so that the pages fit together.
         """
         import pyarrow
 
-        size, pages, fetched, total = _ALL_ROWS, [], 0, None
+        size = _ALL_ROWS
+        counted = f"SELECT *, count(*) OVER () AS {_TOTAL} FROM ({select}) AS q"
+        try:
+            first = self.arrow(counted, size)
+        except QueryRefused as exc:
+            if exc.status != 422:
+                raise
+            size, first = _LOGFIRE_MAX_ROWS, None  # a source that caps `limit` refuses a larger one
+        total = first.column(_TOTAL)[0].as_py() if first is not None and first.num_rows else None
+        if first is not None and first.num_rows == (total or 0):
+            return first.drop_columns([_TOTAL]) if first.num_rows else None
+        size = min(size, first.num_rows) if first is not None and first.num_rows else size
+        pages, fetched = [], 0
         while total is None or fetched < total:
-            sql = f"SELECT *, count(*) OVER () AS {_TOTAL} FROM ({select}) AS q ORDER BY {order}"
-            sql += f" LIMIT {size} OFFSET {fetched}"
-            try:
-                page = self.arrow(sql, size)
-            except QueryRefused as exc:
-                if exc.status != 422 or size == _LOGFIRE_MAX_ROWS or fetched:
-                    raise
-                size = _LOGFIRE_MAX_ROWS  # a source that caps `limit` (Logfire) refuses a larger one
-                continue
-            if total is None:
-                total = page.column(_TOTAL)[0].as_py() if page.num_rows else 0
+            page = self.arrow(f"{counted} ORDER BY {order} LIMIT {size} OFFSET {fetched}", size)
+            total = page.column(_TOTAL)[0].as_py() if page.num_rows else 0 if total is None else total
             if not page.num_rows:
                 break
-            size = min(size, page.num_rows) if page.num_rows < (total or 0) - fetched else size
             pages.append(page.drop_columns([_TOTAL]))
             fetched += page.num_rows
-        if fetched != (total or 0):
+        if fetched != total:
             raise StoreError(f"the source at {self.url} answered {fetched} of {total} rows")
         return pyarrow.concat_tables(pages) if pages else None
 
@@ -190,11 +200,11 @@ def _retry_after(value: str | None) -> float:
         return 1.0
 
 
-def _detail(response: Any) -> str:
+def _detail(content: bytes) -> str:
     try:
-        body = response.json()
+        body = json.loads(content)
     except ValueError:
-        return str(response.text)[:500]
+        return content.decode("utf-8", "replace")[:500]
     if isinstance(body, dict):
         legacy = body.get("error_details", body)
         detail = legacy.get("detail", body) if isinstance(legacy, dict) else legacy
@@ -222,9 +232,10 @@ class SourceStore(TraceStore):
         self.paths = []
         self.url = url
         self._loaded: set[str] = set()
+        self._roots = True  # whether the source has mastrace's `roots` table
+        self._fetched: list[Any] = []  # the Arrow tables read so far, which `records` reads in place
         self.con = _local_connection()
-        self.con.execute(f"CREATE TABLE {VIEW_NAME} AS {_empty_records()}")
-        self.con.execute(f"CREATE VIEW {ROOTS_VIEW_NAME} AS SELECT * FROM {VIEW_NAME} WHERE parent_span_id IS NULL")
+        _show_records(self.con, None)
 
     @property
     def where(self) -> str:
@@ -253,13 +264,23 @@ class SourceStore(TraceStore):
         return refs
 
     def _latest_sessions(self, limit: int) -> list[str]:
-        found = self._remote(
-            f"SELECT trace_id, min(start_timestamp) AS started FROM records WHERE {_SESSION_ROOT} "
-            f"GROUP BY trace_id ORDER BY started DESC LIMIT {int(limit)}",
-            "started DESC",
-            "SELECT trace_id FROM fetched ORDER BY epoch_us(started) DESC",
-        )
-        return [str(r["trace_id"]) for r in found]
+        # Another mastrace serve answers from `roots` (root spans only, a small read); a source
+        # without that table (Logfire) refuses it once, and `records` is asked from then on.
+        for table in ("roots", "records") if self._roots else ("records",):
+            try:
+                found = self._remote(
+                    f"SELECT trace_id, min(start_timestamp) AS started FROM {table} WHERE {_SESSION_ROOT} "
+                    f"GROUP BY trace_id ORDER BY started DESC LIMIT {int(limit)}",
+                    "started DESC",
+                    "SELECT trace_id FROM fetched ORDER BY epoch_us(started) DESC",
+                )
+            except QueryRefused as exc:
+                if table != "roots" or exc.status != 400:
+                    raise
+                self._roots = False
+                continue
+            return [str(r["trace_id"]) for r in found]
+        return []
 
     def _matching(self, prefix: str) -> list[str]:
         if not re.fullmatch(r"[0-9a-f]+", prefix):  # `resolve` checks; the SQL below relies on it
@@ -287,7 +308,10 @@ class SourceStore(TraceStore):
             f"SELECT * FROM records WHERE trace_id IN ({ids})", "trace_id, start_timestamp, span_id"
         )
         if table is not None:
-            _insert_records(self.con, table)
+            import pyarrow
+
+            self._fetched.append(table)
+            _show_records(self.con, pyarrow.concat_tables(self._fetched))
         self._loaded.update(wanted)
 
     def runs(self, limit: int | None = None) -> list[RunSummary]:
@@ -295,9 +319,7 @@ class SourceStore(TraceStore):
         table = self.client.table(f"SELECT {_RUNS_COLUMNS} FROM records", "trace_id, start_timestamp, span_id")
         local, self.con = self.con, _local_connection()
         try:
-            self.con.execute(f"CREATE TABLE {VIEW_NAME} AS {_empty_records()}")
-            if table is not None:
-                _insert_records(self.con, table)
+            _show_records(self.con, table)
             return super().runs(limit)
         finally:
             self.con.close()
@@ -338,24 +360,30 @@ def _local_connection() -> duckdb.DuckDBPyConnection:
     return con
 
 
-def _empty_records() -> str:
-    return "SELECT " + ", ".join(f"CAST(NULL AS {t}) AS {name}" for name, (t, _) in COLUMNS.items()) + " WHERE false"
+_FETCHED: Final = "_mastrace_fetched"
 
 
-def _insert_records(con: duckdb.DuckDBPyConnection, table: Any) -> None:
-    """Append an Arrow table of `records` rows, in the store's column types, whatever the source had."""
-    present = set(table.column_names)
-    con.register("fetched", table)
-    try:
-        values = []
-        for name, (sql_type, _) in COLUMNS.items():
-            if name in present:
-                values.append(f'CAST("{name}" AS {sql_type})')
-            elif name == "span_type" and "kind" in present:
-                values.append("CAST(kind AS VARCHAR)")
-            else:
-                values.append(f"CAST({_DEFAULTS.get(name, 'NULL')} AS {sql_type})")
-        keep = "kind IS DISTINCT FROM 'pending_span'" if "kind" in present else "true"
-        con.execute(f"INSERT INTO {VIEW_NAME} SELECT {', '.join(values)} FROM fetched WHERE {keep}")
-    finally:
-        con.unregister("fetched")
+def _show_records(con: duckdb.DuckDBPyConnection, table: Any) -> None:
+    """Make `records` (and `roots`) read the Arrow `table` of `records` rows in place (None: no rows),
+    with the store's columns and types whatever columns the source had."""
+    if table is None:
+        select = ", ".join(f"CAST(NULL AS {t}) AS {name}" for name, (t, _) in COLUMNS.items())
+        con.execute(f"CREATE OR REPLACE VIEW {VIEW_NAME} AS SELECT {select} WHERE false")
+    else:
+        con.register(_FETCHED, table)
+        types = dict(zip(table.column_names, (str(t) for t in table.schema.types), strict=True))
+        values = [f"{_column(name, sql_type, types)} AS {name}" for name, (sql_type, _) in COLUMNS.items()]
+        keep = "kind IS DISTINCT FROM 'pending_span'" if "kind" in types else "true"  # Logfire's open spans
+        con.execute(f"CREATE OR REPLACE VIEW {VIEW_NAME} AS SELECT {', '.join(values)} FROM {_FETCHED} WHERE {keep}")
+    con.execute(f"CREATE OR REPLACE VIEW {ROOTS_VIEW_NAME} AS SELECT * FROM {VIEW_NAME} WHERE parent_span_id IS NULL")
+
+
+def _column(name: str, sql_type: str, present: dict[str, str]) -> str:
+    """A `records` column over the fetched columns (named in `present`, with their Arrow types)."""
+    if name in present:
+        if sql_type == "JSON" and present[name] in ("string", "large_string"):
+            return f'"{name}"'  # JSON text: reading it as VARCHAR spares parsing it on every scan
+        return f'CAST("{name}" AS {sql_type})'
+    if name == "span_type" and "kind" in present:
+        return "CAST(kind AS VARCHAR)"
+    return f"CAST({_DEFAULTS.get(name, 'NULL')} AS {sql_type})"
