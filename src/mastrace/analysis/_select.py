@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Any
 
 import duckdb
 
@@ -94,7 +95,11 @@ def _string_literal(text: str) -> str:
 
 
 def bounded_relation(
-    store: TraceStore, sql: str, window: Window | None = None, limit: int | None = None
+    store: TraceStore,
+    sql: str,
+    window: Window | None = None,
+    limit: int | None = None,
+    params: Sequence[Any] | None = None,
 ) -> duckdb.DuckDBPyRelation:
     """`sql` over `store` as a relation, not run yet: `records` narrowed to `window`, at most `limit` rows.
 
@@ -103,6 +108,7 @@ def bounded_relation(
         sql: One SELECT-like statement over `records`.
         window: Narrow `records` to these spans first.
         limit: Return at most this many rows (the statement's own `LIMIT` still applies).
+        params: Values for the statement's `?` placeholders.
 
     Raises:
         StoreError: The SQL is not one read-only statement, does not parse or does not bind.
@@ -120,7 +126,7 @@ def bounded_relation(
         # `roots` holds the root spans of `records` whatever the store's roots files hold.
         roots = f"{schema}.{ROOTS_VIEW_NAME} WHERE {where}" if complete else f"{VIEW_NAME} WHERE parent_span_id IS NULL"
         store.execute(f"CREATE OR REPLACE TEMP VIEW {ROOTS_VIEW_NAME} AS SELECT * FROM {roots}")
-    relation = store.relation(sql)
+    relation = store.relation(sql, params)
     if relation is None:
         raise StoreError("the statement returns no rows")
     return relation if limit is None else relation.limit(limit)

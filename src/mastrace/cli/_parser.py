@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ._commands import cmd_query, cmd_runs, cmd_tree
+from ._mcp import cmd_mcp
 from ._push import cmd_push
 from ._report_commands import DEFAULT_REPORT, DEFAULT_VIEW, cmd_analyze, cmd_diff, cmd_export, cmd_view
 from ._run import cmd_run
@@ -28,6 +29,8 @@ examples:
   mastrace diff previous latest
   mastrace export latest --format jaeger-json -o trace.json
   mastrace push --to http://localhost:4318
+  mastrace analyze latest --source http://127.0.0.1:4318
+  mastrace mcp --store .mastrace
   mastrace run -- massgen --config cfg.yaml 'question'"""
 
 
@@ -180,6 +183,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="store spans as received (default: scrub them like in-process)",
     )
     serve.set_defaults(handler=cmd_serve)
+
+    mcp = sub.add_parser(
+        "mcp",
+        parents=[common],
+        help="serve the store(s) to a coding agent as an MCP server (stdio; Logfire's tool names)",
+        description="Run a Model Context Protocol server on standard input/output whose tools read the "
+        "store(s): arbitrary_query, schema_reference, find_exceptions_in_file, logfire_link (Logfire's "
+        "names and arguments), list_runs, trace_tree, analyze, diff. Add it to a client with: "
+        "claude mcp add mastrace -- mastrace mcp --store /path/to/.mastrace",
+    )
+    mcp.add_argument(
+        "--serve-url",
+        default="http://127.0.0.1:4318",
+        metavar="URL",
+        help="where `mastrace serve` runs, for trace links (default http://127.0.0.1:4318)",
+    )
+    mcp.set_defaults(handler=cmd_mcp)
 
     run = sub.add_parser(
         "run",

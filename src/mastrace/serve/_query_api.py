@@ -26,7 +26,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from ._wire import ARROW_MEDIA, CSV_MEDIA, JSON_MEDIA, arrow_body, csv_body, json_body
 
 if TYPE_CHECKING:
     from ..analysis._select import Window
@@ -40,12 +39,11 @@ MAX_REQUEST_BYTES: Final = 1 << 20
 MAX_QUERIES: Final = 4
 """Queries answered at once; one more gets 429 with `Retry-After`."""
 PROBLEM_MEDIA: Final = "application/problem+json"
+JSON_MEDIA: Final = "application/json"
+CSV_MEDIA: Final = "text/csv"
+ARROW_MEDIA: Final = "application/vnd.apache.arrow.stream"
+_MEDIA: Final = (JSON_MEDIA, CSV_MEDIA, ARROW_MEDIA)
 _UTC_NAMES: Final = frozenset({"utc", "etc/utc", "z", "+00:00", "gmt", "etc/gmt", "zulu"})
-_ENCODERS: Final[dict[str, Callable[..., Iterator[bytes]]]] = {
-    JSON_MEDIA: json_body,
-    CSV_MEDIA: csv_body,
-    ARROW_MEDIA: arrow_body,
-}
 
 
 def token_accepted(presented: str | None, configured: str | None, client_host: str | None) -> bool:
@@ -119,11 +117,11 @@ def _media(accept: str) -> str:
         return JSON_MEDIA
     for part in accept.split(","):
         media = part.split(";", 1)[0].strip().lower()
-        if media in _ENCODERS:
+        if media in _MEDIA:
             return media
         if media in ("*/*", "application/*"):
             return JSON_MEDIA
-    raise QueryProblem(406, f"cannot answer {accept!r}: ask for {', '.join(_ENCODERS)}")
+    raise QueryProblem(406, f"cannot answer {accept!r}: ask for {', '.join(_MEDIA)}")
 
 
 def parse_query_request(raw: bytes, accept: str) -> QueryRequest:
@@ -232,13 +230,16 @@ def _start(store: Path, request: QueryRequest) -> tuple[Iterator[bytes], bytes, 
 
     from ..analysis import TraceStore
     from ..analysis._select import bounded_relation
+    from ..analysis._wire import arrow_body, csv_body, json_body
     from ..exceptions import StoreError
 
     traces = TraceStore(store, sandbox=True)
     try:
         relation = bounded_relation(traces, request.sql, request.window, request.limit)
-        encode = _ENCODERS[request.media]
-        chunks = encode(relation, include_schema=request.include_schema) if encode is json_body else encode(relation)
+        if request.media == JSON_MEDIA:
+            chunks = json_body(relation, include_schema=request.include_schema)
+        else:
+            chunks = csv_body(relation) if request.media == CSV_MEDIA else arrow_body(relation)
         first = next(chunks)
     except StoreError as exc:
         traces.close()

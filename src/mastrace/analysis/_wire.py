@@ -1,4 +1,5 @@
-"""The three answers of Logfire's Query API, encoded from a DuckDB relation.
+"""The three answers of Logfire's Query API, encoded from a DuckDB relation (`mastrace serve`'s
+Query API sends them; the MCP server reads rows as JSON through `json_rows`).
 
 - `application/json`: `{"schema": {"fields": [...]}, "data": [{column: value}, ...]}`, each field's
   `data_type` spelled as Arrow's Rust implementation (and so Logfire) spells it (`"Utf8"`,
@@ -24,19 +25,14 @@ from typing import Any, Final
 import duckdb
 
 __all__ = [
-    "ARROW_MEDIA",
-    "CSV_MEDIA",
-    "JSON_MEDIA",
     "arrow_body",
     "arrow_data_type",
     "csv_body",
     "json_body",
+    "json_rows",
     "unique_names",
 ]
 
-JSON_MEDIA: Final = "application/json"
-CSV_MEDIA: Final = "text/csv"
-ARROW_MEDIA: Final = "application/vnd.apache.arrow.stream"
 BATCH_ROWS: Final = 50_000
 """Rows encoded per chunk of a streamed answer."""
 
@@ -145,15 +141,21 @@ def _rows(relation: duckdb.DuckDBPyRelation) -> Iterator[list[tuple[Any, ...]]]:
         yield batch
 
 
+def json_rows(relation: duckdb.DuckDBPyRelation) -> Iterator[list[tuple[str]]]:
+    """Each row as the text of a JSON object keyed by (unique) column name, a batch at a time."""
+    names = unique_names(relation.columns)
+    members = ", ".join(
+        f"{_quoted(name)} := {_json_value(i, sql_type)}"
+        for i, (name, sql_type) in enumerate(zip(names, _types(relation), strict=True), start=1)
+    )
+    return _rows(relation.project(f"CAST(to_json(struct_pack({members})) AS VARCHAR)"))
+
+
 def json_body(relation: duckdb.DuckDBPyRelation, *, include_schema: bool = True) -> Iterator[bytes]:
     """The JSON answer, in chunks; the first chunk runs the statement."""
     names = unique_names(relation.columns)
     types = _types(relation)
-    members = ", ".join(
-        f"{_quoted(name)} := {_json_value(i, sql_type)}"
-        for i, (name, sql_type) in enumerate(zip(names, types, strict=True), start=1)
-    )
-    rows = _rows(relation.project(f"CAST(to_json(struct_pack({members})) AS VARCHAR)"))
+    rows = json_rows(relation)
     first = next(rows, [])
     head: dict[str, Any] = {}
     if include_schema:
