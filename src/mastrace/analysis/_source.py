@@ -34,7 +34,7 @@ __all__ = ["QueryAPIClient", "QueryRefused", "SourceStore", "source_url"]
 
 _EPOCH: Final = "1970-01-01T00:00:00+00:00"
 _ALL_ROWS: Final = 100_000_000
-_LOGFIRE_MAX_ROWS: Final = 10_000
+LOGFIRE_MAX_ROWS: Final = 10_000
 _TOTAL: Final = "_mastrace_total"
 _MAX_WAIT: Final = 60.0
 _TOKEN_REGION = re.compile(r"^pylf_v\d+_(?P<region>[a-z]+)_")
@@ -95,14 +95,25 @@ class QueryAPIClient:
         timeout: Seconds to wait for an answer.
         retries: How many times a rate-limited query (429) is tried again, after the wait the
             source asks for (at most a minute).
+        page_rows: Rows asked for a page when the source refuses to answer everything at once
+            (Logfire answers at most 10,000 rows a query).
     """
 
-    def __init__(self, url: str, token: str | None = None, *, timeout: float = 300.0, retries: int = 3) -> None:
+    def __init__(
+        self,
+        url: str,
+        token: str | None = None,
+        *,
+        timeout: float = 300.0,
+        retries: int = 3,
+        page_rows: int = LOGFIRE_MAX_ROWS,
+    ) -> None:
         try:
             import pyarrow  # noqa: F401
         except ImportError as exc:
             raise StoreError("--source needs the query extra: pip install 'mastrace[query]'") from exc
         self.url, self.token, self.timeout, self.retries = url, token, timeout, retries
+        self.page_rows = page_rows
 
     def close(self) -> None:
         """Nothing to release: each query is one HTTP request."""
@@ -175,7 +186,7 @@ class QueryAPIClient:
         except QueryRefused as exc:
             if exc.status != 422:
                 raise
-            size, first = _LOGFIRE_MAX_ROWS, None  # a source that caps `limit` refuses a larger one
+            size, first = self.page_rows, None  # a source that caps `limit` refuses a larger one
         total = first.column(_TOTAL)[0].as_py() if first is not None and first.num_rows else None
         if first is not None and first.num_rows == (total or 0):
             return first.drop_columns([_TOTAL]) if first.num_rows else None
@@ -219,6 +230,7 @@ class SourceStore(TraceStore):
         url: `http(s)://…` of Logfire's API or of another `mastrace serve`.
         token: The read token (Logfire's, or the serve token), or None for a serve on loopback.
         retries: How often a rate-limited query is tried again.
+        page_rows: Rows a page asks for from a source that answers no more at once.
 
     Example:
         ```python
@@ -227,8 +239,10 @@ class SourceStore(TraceStore):
         ```
     """
 
-    def __init__(self, url: str, token: str | None = None, *, retries: int = 3) -> None:
-        self.client = QueryAPIClient(url, token, retries=retries)
+    def __init__(
+        self, url: str, token: str | None = None, *, retries: int = 3, page_rows: int = LOGFIRE_MAX_ROWS
+    ) -> None:
+        self.client = QueryAPIClient(url, token, retries=retries, page_rows=page_rows)
         self.paths = []
         self.url = url
         self._loaded: set[str] = set()

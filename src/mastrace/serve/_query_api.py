@@ -124,8 +124,13 @@ def _media(accept: str) -> str:
     raise QueryProblem(406, f"cannot answer {accept!r}: ask for {', '.join(_MEDIA)}")
 
 
-def parse_query_request(raw: bytes, accept: str) -> QueryRequest:
+def parse_query_request(raw: bytes, accept: str, max_rows: int | None = None) -> QueryRequest:
     """Read a `POST /v2/query` body as Logfire's client sends it.
+
+    Args:
+        raw: The request body.
+        accept: The `Accept` header.
+        max_rows: Refuse a `limit` above this (None: any).
 
     Raises:
         QueryProblem: 422 for a malformed body or field, 406 for an `Accept` serve cannot answer.
@@ -144,6 +149,8 @@ def parse_query_request(raw: bytes, accept: str) -> QueryRequest:
         limit = DEFAULT_LIMIT
     elif isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
         raise _invalid("limit", "must be a non-negative integer")
+    if max_rows is not None and limit > max_rows:
+        raise _invalid("limit", f"must be at most {max_rows}")
     environments = body.get("deployment_environment")
     if environments is not None and (
         not isinstance(environments, list) or not all(isinstance(e, str) for e in environments)
@@ -253,7 +260,9 @@ def _start(store: Path, request: QueryRequest) -> tuple[Iterator[bytes], bytes, 
     return chunks, first, traces.close
 
 
-def query_routes(store: Path, *, token: str | None = None, max_queries: int = MAX_QUERIES) -> list[Any]:
+def query_routes(
+    store: Path, *, token: str | None = None, max_queries: int = MAX_QUERIES, max_rows: int | None = None
+) -> list[Any]:
     """The Query API's Starlette routes over the store at `store`.
 
     Args:
@@ -261,6 +270,8 @@ def query_routes(store: Path, *, token: str | None = None, max_queries: int = MA
         token: The serve token the client must send as its read token; None accepts any token from
             a loopback client (and refuses every other client).
         max_queries: Queries answered at once; more get 429.
+        max_rows: Refuse a `limit` above this with 422, as Logfire refuses one above 10,000
+            (None: any limit).
     """
     import anyio.to_thread
     from starlette.requests import Request
@@ -287,7 +298,7 @@ def query_routes(store: Path, *, token: str | None = None, max_queries: int = MA
         try:
             if not allowed(request):
                 raise QueryProblem(401, "the read token is not accepted")
-            parsed = parse_query_request(await _read_body(request, MAX_REQUEST_BYTES), accept)
+            parsed = parse_query_request(await _read_body(request, MAX_REQUEST_BYTES), accept, max_rows)
             if not slots.take():
                 raise QueryProblem(429, "every query slot is busy: retry in a second", retry_after=1)
             try:
