@@ -224,5 +224,3 @@ def write_store(path: Path, base_ns: int = T0) -> Store:
     trace_id = run.write()
     provider.shutdown()
     return Store(path, trace_id, old_trace_id, run.ids)
-
-

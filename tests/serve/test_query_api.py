@@ -30,13 +30,12 @@ from logfire.query_client import (
     QueryRequestError,
     UnexpectedResponseError,
 )
-from seed_run import SEED_QUERIES, T0, Store, write_store
 
+from live_server import running
 from mastrace.serve import start_intake
 from mastrace.serve._query_api import query_routes, token_accepted
 from mastrace.store import query
-
-from .conftest import running
+from seed_run import SEED_QUERIES, T0, Store, write_store
 
 SINCE = datetime(2000, 1, 1, tzinfo=timezone.utc)
 T0_UTC = datetime.fromtimestamp(T0 / 1e9, timezone.utc)
@@ -122,7 +121,8 @@ def test_arrow_answers_every_seed_query(store: Store, client: LogfireQueryClient
     table = client.query_arrow(store.sql(SEED_QUERIES[name]), min_timestamp=SINCE)
     assert table.column_names == list(want[0])
     expected = [
-        {k: v.replace(tzinfo=timezone.utc) if isinstance(v, datetime) else v for k, v in row.items()} for row in want
+        {k: v.replace(tzinfo=timezone.utc) if isinstance(v, datetime) else v for k, v in row.items()}
+        for row in want
     ]
     _same(name, table.to_pylist(), expected)
 
@@ -249,7 +249,7 @@ def test_awkward_values_keep_their_meaning(client: LogfireQueryClient) -> None:
         "a": 1,
         "a_1": 2,
         "d": None,
-        "s": 'say "hi",\\n\'ok\'\n✓',
+        "s": "say \"hi\",\\n'ok'\n✓",
         "l": [1, 2],
         "st": {"k": "v"},
         "j": {"x": [1]},
@@ -371,7 +371,9 @@ def test_the_client_reads_422_as_a_request_error(client: LogfireQueryClient) -> 
     with pytest.raises(QueryRequestError) as error:
         client.query_json_rows("SELECT 1", min_timestamp=SINCE, timezone="America/New_York")
     assert error.value.args[0]["detail"][0]["loc"] == ["body", "timezone"]
-    assert client.query_json_rows("SELECT 1 AS one", min_timestamp=SINCE, timezone="UTC")["rows"] == [{"one": 1}]
+    assert client.query_json_rows("SELECT 1 AS one", min_timestamp=SINCE, timezone="UTC")["rows"] == [
+        {"one": 1}
+    ]
 
 
 def test_an_oversized_body_is_refused(url: str) -> None:
@@ -384,7 +386,9 @@ def test_an_oversized_body_is_refused(url: str) -> None:
 def test_a_format_serve_cannot_produce_gets_406(url: str) -> None:
     """An `Accept` naming only formats serve does not produce is refused with 406."""
     reply = httpx.post(
-        f"{url}/v2/query", json={"sql": "SELECT 1"}, headers={"accept": "application/xml", "authorization": "t"}
+        f"{url}/v2/query",
+        json={"sql": "SELECT 1"},
+        headers={"accept": "application/xml", "authorization": "t"},
     )
     assert reply.status_code == 406
     default = httpx.post(f"{url}/v2/query", json={"sql": "SELECT 1 AS one"}, headers={"authorization": "t"})
@@ -393,9 +397,12 @@ def test_a_format_serve_cannot_produce_gets_406(url: str) -> None:
 
 def test_busy_slots_answer_429_with_retry_after(store: Store) -> None:
     """With every query slot taken the client raises `QueryRateLimitedError` with the wait to honour."""
-    with running(query_routes(store.path, max_queries=0)) as base, LogfireQueryClient("t", base_url=base) as c:
-        with pytest.raises(QueryRateLimitedError) as error:
-            c.query_json_rows("SELECT 1", min_timestamp=SINCE)
+    with (
+        running(query_routes(store.path, max_queries=0)) as base,
+        LogfireQueryClient("t", base_url=base) as c,
+        pytest.raises(QueryRateLimitedError) as error,
+    ):
+        c.query_json_rows("SELECT 1", min_timestamp=SINCE)
     assert error.value.retry_after == 1 and error.value.retryable is True
 
 
@@ -449,7 +456,9 @@ def test_a_row_cap_refuses_larger_limits(store: Store) -> None:
         ("Bearer ", "s3cret", "127.0.0.1", False),
     ],
 )
-def test_token_accepted(presented: str | None, configured: str | None, host: str | None, accepted: bool) -> None:
+def test_token_accepted(
+    presented: str | None, configured: str | None, host: str | None, accepted: bool
+) -> None:
     """Without a serve token only loopback clients read; with one, only that token (bare or Bearer) does."""
     assert token_accepted(presented, configured, host) is accepted
 
@@ -464,5 +473,7 @@ def test_a_configured_token_is_checked_on_every_route(store: Store) -> None:
                 wrong.info()
         with LogfireQueryClient("s3cret", base_url=base) as right:
             assert right.query_json_rows("SELECT 1 AS one", min_timestamp=SINCE)["rows"] == [{"one": 1}]
-        bearer = httpx.post(f"{base}/v2/query", json={"sql": "SELECT 1"}, headers={"authorization": "Bearer s3cret"})
+        bearer = httpx.post(
+            f"{base}/v2/query", json={"sql": "SELECT 1"}, headers={"authorization": "Bearer s3cret"}
+        )
         assert bearer.status_code == 200

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+
 from seed_run import (
     AGENT_ROUND_PERFORMANCE,
     CHECK_COORDINATION_FLOW,
@@ -44,6 +45,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
 def test_every_query_of_the_guide_is_tested() -> None:
     """The guide's 16 queries (8 in Part 3, 4 in Part 4, 4 in Part 7) are all in `SEED_QUERIES`."""
     assert len(SEED_QUERIES) == 16
+
 
 TRACE_ORDER = [
     ("coordination.session", None, 100.0),

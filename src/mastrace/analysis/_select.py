@@ -122,9 +122,15 @@ def bounded_relation(
         where = " AND ".join(conditions) or "true"
         # A temporary view is found before the store's own, which it reads by its full name.
         if conditions:
-            store.execute(f"CREATE OR REPLACE TEMP VIEW {VIEW_NAME} AS SELECT * FROM {schema}.{VIEW_NAME} WHERE {where}")
+            store.execute(
+                f"CREATE OR REPLACE TEMP VIEW {VIEW_NAME} AS SELECT * FROM {schema}.{VIEW_NAME} WHERE {where}"
+            )
         # `roots` holds the root spans of `records` whatever the store's roots files hold.
-        roots = f"{schema}.{ROOTS_VIEW_NAME} WHERE {where}" if complete else f"{VIEW_NAME} WHERE parent_span_id IS NULL"
+        roots = (
+            f"{schema}.{ROOTS_VIEW_NAME} WHERE {where}"
+            if complete
+            else f"{VIEW_NAME} WHERE parent_span_id IS NULL"
+        )
         store.execute(f"CREATE OR REPLACE TEMP VIEW {ROOTS_VIEW_NAME} AS SELECT * FROM {roots}")
     relation = store.relation(sql, params)
     if relation is None:

@@ -151,7 +151,7 @@ class QueryAPIClient:
             headers["authorization"] = self.token
         request = urllib.request.Request(self.url + "/v2/query", data=body, headers=headers, method="POST")
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310 (http(s) only)
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 return int(response.status), response.headers, response.read()
         except urllib.error.HTTPError as exc:
             return int(exc.code), exc.headers, exc.read()
@@ -163,7 +163,10 @@ class QueryAPIClient:
         if status in (400, 422):
             return f"query failed at {self.url}: {_detail(content)}"
         if status in (401, 403):
-            return f"the source at {self.url} refused the read token (set LOGFIRE_READ_TOKEN or MASTRACE_SERVE_TOKEN)"
+            return (
+                f"the source at {self.url} refused the read token "
+                "(set LOGFIRE_READ_TOKEN or MASTRACE_SERVE_TOKEN)"
+            )
         if status == 404:
             return f"no Query API at {self.url} (a mastrace serve or Logfire base URL is expected)"
         if status == 429:
@@ -255,6 +258,9 @@ class SourceStore(TraceStore):
     def where(self) -> str:
         return self.url
 
+    def __enter__(self) -> SourceStore:
+        return self
+
     def close(self) -> None:
         self.con.close()
         self.client.close()
@@ -330,7 +336,9 @@ class SourceStore(TraceStore):
 
     def runs(self, limit: int | None = None) -> list[RunSummary]:
         """One summary per trace of the source, newest first (reads every span's summary columns)."""
-        table = self.client.table(f"SELECT {_RUNS_COLUMNS} FROM records", "trace_id, start_timestamp, span_id")
+        table = self.client.table(
+            f"SELECT {_RUNS_COLUMNS} FROM records", "trace_id, start_timestamp, span_id"
+        )
         local, self.con = self.con, _local_connection()
         try:
             _show_records(self.con, table)
@@ -388,8 +396,12 @@ def _show_records(con: duckdb.DuckDBPyConnection, table: Any) -> None:
         types = dict(zip(table.column_names, (str(t) for t in table.schema.types), strict=True))
         values = [f"{_column(name, sql_type, types)} AS {name}" for name, (sql_type, _) in COLUMNS.items()]
         keep = "kind IS DISTINCT FROM 'pending_span'" if "kind" in types else "true"  # Logfire's open spans
-        con.execute(f"CREATE OR REPLACE VIEW {VIEW_NAME} AS SELECT {', '.join(values)} FROM {_FETCHED} WHERE {keep}")
-    con.execute(f"CREATE OR REPLACE VIEW {ROOTS_VIEW_NAME} AS SELECT * FROM {VIEW_NAME} WHERE parent_span_id IS NULL")
+        con.execute(
+            f"CREATE OR REPLACE VIEW {VIEW_NAME} AS SELECT {', '.join(values)} FROM {_FETCHED} WHERE {keep}"
+        )
+    con.execute(
+        f"CREATE OR REPLACE VIEW {ROOTS_VIEW_NAME} AS SELECT * FROM {VIEW_NAME} WHERE parent_span_id IS NULL"
+    )
 
 
 def _column(name: str, sql_type: str, present: dict[str, str]) -> str:

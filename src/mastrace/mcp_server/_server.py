@@ -29,7 +29,9 @@ else (DuckDB SQL, read-only), find_exceptions_in_file for errors, logfire_link f
 Age = Annotated[
     int | None, Field(description="minutes to look back from now (e.g. 60); omit it for every span", ge=0)
 ]
-TraceRef = Annotated[str, Field(description="a trace id, a unique prefix of one (4+ hex digits), 'latest' or 'previous'")]
+TraceRef = Annotated[
+    str, Field(description="a trace id, a unique prefix of one (4+ hex digits), 'latest' or 'previous'")
+]
 Query = Annotated[str, Field(description="one read-only SQL statement (DuckDB) over `records`")]
 FilePath = Annotated[str, Field(description="a file path, or the end of one, as it appears in tracebacks")]
 RunCount = Annotated[int, Field(description="how many runs, newest first", ge=1, le=500)]
@@ -56,7 +58,7 @@ def build_server(stores: StorePaths = None, *, serve_url: str = DEFAULT_SERVE_UR
 
     tools = Tools(stores, serve_url)
     server: MCPServer = MCPServer("mastrace", instructions=INSTRUCTIONS, log_level="WARNING")
-    read_only = ToolAnnotations(readOnlyHint=True, idempotentHint=True, openWorldHint=False)
+    read_only = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
 
     def answer(call: Callable[..., T], *args: Any) -> T:
         try:
@@ -99,7 +101,7 @@ def build_server(stores: StorePaths = None, *, serve_url: str = DEFAULT_SERVE_UR
 
     @server.tool(annotations=read_only)
     def analyze(trace_id: TraceRef = "latest") -> str:
-        """The analysis report of a run (markdown): overview, phases, per-round timing, tools, errors, cost."""
+        """A run's analysis report (markdown): overview, phases, per-round timing, tools, errors, cost."""
         return answer(tools.analyze, trace_id)
 
     @server.tool(annotations=read_only)

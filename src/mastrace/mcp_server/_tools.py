@@ -175,9 +175,10 @@ class Tools:
     def schema_reference(self) -> str:
         """The `records` table: columns, types, what they hold, and the attribute keys in the store."""
         lines = [
-            "Table `records`: one row per span (or log record), with Logfire's columns. SQL is DuckDB's,",
-            "which reads Logfire's queries as written: attributes->>'massgen.agent_id', (attributes->'x')::int,",
-            "ILIKE, CASE, GROUP BY 1, date_trunc, interval '1 hour'. Table `roots` holds the root spans only.",
+            "Table `records`: one row per span (or log record), with Logfire's columns. SQL is",
+            "DuckDB's, which reads Logfire's queries as written: attributes->>'massgen.agent_id',",
+            "(attributes->'x')::int, ILIKE, CASE, GROUP BY 1, date_trunc, interval '1 hour'.",
+            "Table `roots` holds the root spans only, with the same columns.",
             "",
             "CREATE TABLE records (",
         ]

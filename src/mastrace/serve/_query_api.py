@@ -26,8 +26,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-
 if TYPE_CHECKING:
+    from starlette.responses import Response
+
     from ..analysis._select import Window
 
 __all__ = ["DEFAULT_LIMIT", "QueryRequest", "parse_query_request", "query_routes", "token_accepted"]
@@ -167,7 +168,7 @@ def parse_query_request(raw: bytes, accept: str, max_rows: int | None = None) ->
     return QueryRequest(sql, window, limit, _media(accept), body.get("include_schema") is not False)
 
 
-def _problem_response(problem: QueryProblem, accept: str) -> Any:
+def _problem_response(problem: QueryProblem, accept: str) -> Response:
     from starlette.responses import JSONResponse
 
     headers = {} if problem.retry_after is None else {"Retry-After": str(problem.retry_after)}
@@ -275,7 +276,7 @@ def query_routes(
     """
     import anyio.to_thread
     from starlette.requests import Request
-    from starlette.responses import JSONResponse, Response, StreamingResponse
+    from starlette.responses import JSONResponse, StreamingResponse
     from starlette.routing import Route
 
     slots = _Slots(max_queries)
@@ -284,7 +285,9 @@ def query_routes(
         host = request.client.host if request.client else None
         return token_accepted(request.headers.get("authorization"), token, host)
 
-    async def stream(first: bytes, chunks: Iterator[bytes], close: Callable[[], None]) -> AsyncIterator[bytes]:
+    async def stream(
+        first: bytes, chunks: Iterator[bytes], close: Callable[[], None]
+    ) -> AsyncIterator[bytes]:
         try:
             yield first
             while (chunk := await anyio.to_thread.run_sync(next, chunks, None)) is not None:

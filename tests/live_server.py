@@ -1,4 +1,4 @@
-"""Helpers for the Query API tests: a live `mastrace serve`, and a Starlette app on Uvicorn."""
+"""A Starlette app served by Uvicorn on a free loopback port, for tests of HTTP routes."""
 
 from __future__ import annotations
 
