@@ -38,7 +38,7 @@ MAX_ROWS: Final = 200
 MAX_VALUE_CHARS: Final = 2_000
 MAX_CHARS: Final = 40_000
 MAX_TREE_SPANS: Final = 300
-_TRACE_REF = re.compile(r"^([0-9a-fA-F]{4,32}|latest|last|previous|prev)$")
+_TRACE_REF = re.compile(r"^([0-9a-f]{4,32}|latest|last|previous|prev)$", re.IGNORECASE)
 
 _COLUMN_NOTES: Final[dict[str, str]] = {
     "start_timestamp": "when the span started (UTC)",
