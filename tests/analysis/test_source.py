@@ -9,13 +9,13 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from live_server import running
-from seed_run import Store, write_store
 
+from live_server import running
 from mastrace.analysis import SourceStore, TraceStore, build_report
-from mastrace.analysis._source import _show_records, _local_connection, source_url
+from mastrace.analysis._source import _local_connection, _show_records, source_url
 from mastrace.exceptions import StoreError
 from mastrace.serve._query_api import query_routes
+from seed_run import Store, write_store
 
 
 @pytest.fixture(scope="module")
@@ -54,9 +54,12 @@ def test_a_page_size_the_source_refuses_is_an_error(capped: str) -> None:
 
 def test_a_rate_limited_source_is_retried_then_reported(store: Store) -> None:
     """429s are retried after the wait the source asks for, then reported as rate limiting."""
-    with running(query_routes(store.path, max_queries=0)) as url, SourceStore(url, retries=1) as remote:
-        with pytest.raises(StoreError, match="rate limiting"):
-            remote.runs()
+    with (
+        running(query_routes(store.path, max_queries=0)) as url,
+        SourceStore(url, retries=1) as remote,
+        pytest.raises(StoreError, match="rate limiting"),
+    ):
+        remote.runs()
 
 
 def test_an_empty_source_says_so(tmp_path: Path) -> None:

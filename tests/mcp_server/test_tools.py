@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from seed_run import write_store
 
 from mastrace.exceptions import StoreError
 from mastrace.mcp_server._tools import Tools, _age_window, _trace_ref, bounded_text
+from seed_run import write_store
 
 
 def test_bounded_text_cuts_at_a_line_and_says_how_much() -> None:
