@@ -15,8 +15,11 @@ another `mastrace serve` answers a whole trace at once.
 from __future__ import annotations
 
 import http.client
+import importlib
+import importlib.util
 import json
 import re
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -108,10 +111,10 @@ class QueryAPIClient:
         retries: int = 3,
         page_rows: int = LOGFIRE_MAX_ROWS,
     ) -> None:
-        try:
-            import pyarrow  # noqa: F401
-        except ImportError as exc:
-            raise StoreError("--source needs the query extra: pip install 'mastrace[query]'") from exc
+        if importlib.util.find_spec("pyarrow") is None:
+            raise StoreError("--source needs the query extra: pip install 'mastrace[query]'")
+        # pyarrow takes a quarter of a second to import: let that overlap the first request.
+        threading.Thread(target=importlib.import_module, args=("pyarrow.ipc",), daemon=True).start()
         self.url, self.token, self.timeout, self.retries = url, token, timeout, retries
         self.page_rows = page_rows
 
