@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from pydantic import Field
 
+from .. import semconv
 from ..exceptions import MastraceError
 from ..store.reader import StorePaths
 from ._tools import DEFAULT_SERVE_URL, MAX_TREE_SPANS, Tools
@@ -18,12 +19,13 @@ __all__ = ["INSTRUCTIONS", "build_server"]
 
 T = TypeVar("T")
 
-INSTRUCTIONS = """\
-Traces of multi-agent runs recorded by mastrace, in a table `records` with Logfire's columns (one row per
-span). Start with list_runs (or arbitrary_query on coordination.session spans), then trace_tree and
-analyze for a run, schema_reference for the columns and attribute keys, arbitrary_query for anything
-else (DuckDB SQL, read-only), find_exceptions_in_file for errors, logfire_link for a link to a run in
-`mastrace serve`, diff to compare two runs. Trace ids may be given as 'latest', 'previous' or a prefix."""
+INSTRUCTIONS = f"""\
+Traces of multi-agent runs recorded by mastrace, in a table `records` with Logfire's columns (one row
+per span). Start with list_runs (or arbitrary_query on {semconv.SPAN_COORDINATION_SESSION} spans),
+then trace_tree and analyze for a run, schema_reference for the columns and attribute keys,
+arbitrary_query for anything else (DuckDB SQL, read-only), find_exceptions_in_file for errors,
+logfire_link for a link to a run in `mastrace serve`, diff to compare two runs. Trace ids may be
+given as 'latest', 'previous' or a prefix."""
 
 # The tools' argument types, with what a client sees of them (read when the tools are declared).
 Age = Annotated[

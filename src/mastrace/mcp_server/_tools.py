@@ -16,6 +16,7 @@ from typing import Any, Final
 
 import duckdb
 
+from .. import semconv
 from ..analysis import (
     TraceStore,
     build_report,
@@ -50,7 +51,7 @@ _COLUMN_NOTES: Final[dict[str, str]] = {
     "parent_span_id": "the parent's span_id; NULL for a root span",
     "kind": "'span' or 'log' (a zero-duration record)",
     "level": "Logfire's numbers: 9 info, 13 warn, 17 error",
-    "span_name": "e.g. 'coordination.session', 'agent.agent_a.round_0', 'llm.openai.stream'",
+    "span_name": f"e.g. '{semconv.SPAN_COORDINATION_SESSION}', 'agent.agent_a.round_0', 'llm.openai.stream'",
     "message": "the formatted message (the span name when there is none)",
     "attributes": "JSON object: attributes->>'key' as text, (attributes->'key')::int as a number",
     "tags": "list of text",
@@ -176,7 +177,7 @@ class Tools:
         """The `records` table: columns, types, what they hold, and the attribute keys in the store."""
         lines = [
             "Table `records`: one row per span (or log record), with Logfire's columns. SQL is",
-            "DuckDB's, which reads Logfire's queries as written: attributes->>'massgen.agent_id',",
+            f"DuckDB's, which reads Logfire's queries as written: attributes->>'{semconv.MASSGEN_AGENT_ID}',",
             "(attributes->'x')::int, ILIKE, CASE, GROUP BY 1, date_trunc, interval '1 hour'.",
             "Table `roots` holds the root spans only, with the same columns.",
             "",
