@@ -298,7 +298,7 @@ class SourceStore(TraceStore):
                     "SELECT trace_id FROM fetched ORDER BY epoch_us(started) DESC",
                 )
             except QueryRefused as exc:
-                if table != "roots" or exc.status != 400:
+                if table != "roots" or exc.status in (401, 403, 429):
                     raise
                 self._roots = False
                 continue
