@@ -22,6 +22,7 @@ MODULES = (
     "mastrace.integrations.massgen",
     "mastrace.integrations.mcp",
     "mastrace.integrations.openai",
+    "mastrace.mcp_server",
     "mastrace.mixins",
     "mastrace.registry",
     "mastrace.serve",

@@ -21,6 +21,7 @@ from ._markdown import render_markdown
 from ._model import Report
 from ._prefix import render_trace
 from ._report import build_report
+from ._source import SourceStore
 from ._store import RunSummary, SpanRow, TraceStore
 from ._tree import render_runs, render_tree
 
@@ -28,6 +29,7 @@ __all__ = [
     "Report",
     "RunDiff",
     "RunSummary",
+    "SourceStore",
     "SpanRow",
     "TraceStore",
     "build_report",

@@ -131,6 +131,17 @@ WHERE trace_id = $trace AND {VALID_ROW_SQL} AND TRY_CAST('0x' || span_id AS UBIG
 """
 
 
+# A store with no files of its own (`SourceStore`): the skeleton comes from `records` itself.
+_FROM_RECORDS = f"""
+SELECT TRY_CAST('0x' || span_id AS UBIGINT) AS span_id, TRY_CAST('0x' || parent_span_id AS UBIGINT) AS parent,
+       epoch_us(start_timestamp) AS s, epoch_us(end_timestamp) AS e,
+       (otel_status_code = 'ERROR' OR is_exception OR level >= {semconv.LEVEL_ERROR}) AS err,
+       NULL::BIGINT AS file, NULL::BIGINT AS off
+FROM records
+WHERE trace_id = $trace AND TRY_CAST('0x' || span_id AS UBIGINT) IS NOT NULL
+"""
+
+
 class _Kept(NamedTuple):
     span_id: int
     parent: int | None
@@ -171,13 +182,17 @@ def read_prefix(store: TraceStore, trace_id: str, max_spans: int | None) -> Trac
     Raises:
         StoreError: The trace has no spans in the store.
     """
-    paired, alone = skeleton_files(store.paths)
-    try:
-        _copy_skeleton(store, trace_id, paired, alone)
-    except StoreError:  # a skeleton file that cannot be read: every segment's JSON instead
-        paired, alone = [], [f.segment for f in paired] + alone
-        _copy_skeleton(store, trace_id, paired, alone)
-    files = [str(f.segment) for f in paired] + [str(p) for p in alone]
+    if store.paths:
+        paired, alone = skeleton_files(store.paths)
+        try:
+            _copy_skeleton(store, trace_id, paired, alone)
+        except StoreError:  # a skeleton file that cannot be read: every segment's JSON instead
+            paired, alone = [], [f.segment for f in paired] + alone
+            _copy_skeleton(store, trace_id, paired, alone)
+        files = [str(f.segment) for f in paired] + [str(p) for p in alone]
+    else:
+        store.execute(f"CREATE OR REPLACE TEMP TABLE {_SKELETON} AS {_FROM_RECORDS}", {"trace": trace_id})
+        files = []
     try:
         total, origin, end, errors = store.table(_TOTALS_SQL)[1][0]
         if not total:

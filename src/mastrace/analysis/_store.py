@@ -379,11 +379,27 @@ class TraceStore:
         self, sql: str, params: Sequence[Any] | Mapping[str, Any] | None = None
     ) -> tuple[list[str], list[tuple[Any, ...]]]:
         """Run `sql` and return its column names and row tuples; DuckDB errors become `StoreError`."""
+        relation = self.relation(sql, params)
+        if relation is None:  # a statement without a result
+            return [], []
         try:
-            relation = self.con.sql(portable_sql(sql), params=params)
-            if relation is None:  # a statement without a result
-                return [], []
             return list(relation.columns), _naive_utc(relation).fetchall()
+        except duckdb.Error as exc:
+            raise StoreError(f"query failed: {exc}") from exc
+
+    def relation(
+        self, sql: str, params: Sequence[Any] | Mapping[str, Any] | None = None
+    ) -> duckdb.DuckDBPyRelation | None:
+        """`sql` as a DuckDB relation, not run yet (None for a statement without a result).
+
+        What reads the result in another shape than Python tuples (Arrow batches, JSON text) starts
+        here; fetching it may still raise `duckdb.Error`.
+
+        Raises:
+            StoreError: The SQL does not parse or bind.
+        """
+        try:
+            return self.con.sql(portable_sql(sql), params=params)
         except duckdb.Error as exc:
             raise StoreError(f"query failed: {exc}") from exc
 
@@ -439,18 +455,18 @@ class TraceStore:
             return text
         if len(text) < _MIN_PREFIX:
             raise StoreError(f"trace id prefix {ref!r} is too short: give at least {_MIN_PREFIX} characters")
-        found = [
-            r["trace_id"]
-            for r in self.rows(
-                "SELECT DISTINCT trace_id FROM records WHERE starts_with(trace_id, ?) LIMIT 3", [text]
-            )
-        ]
+        found = self._matching(text)
         if len(found) == 1:
             return str(found[0])
         if not found:
             self.ensure_not_empty()
             raise StoreError(f"no trace matching {ref!r} in the store at {self.where} (see `mastrace runs`)")
         raise StoreError(f"trace id prefix {ref!r} is ambiguous: {', '.join(found[:2])}, …")
+
+    def _matching(self, prefix: str) -> list[str]:
+        """Up to three trace ids that start with `prefix` (lower-case hex)."""
+        sql = "SELECT DISTINCT trace_id FROM records WHERE starts_with(trace_id, ?) LIMIT 3"
+        return [str(r["trace_id"]) for r in self.rows(sql, [prefix])]
 
     def _by_position(self, position: int, alias: str) -> str:
         newest = self._latest_sessions(position + 1)

@@ -1,6 +1,6 @@
 """The `mastrace` command: inspect the local trace store.
 
-Subcommands: `runs`, `tree`, `query`, `analyze`, `view`, `diff`, `export`, `push`, `serve`, `run`;
+Subcommands: `runs`, `tree`, `query`, `analyze`, `view`, `diff`, `export`, `push`, `serve`, `mcp`, `run`;
 `mastrace --help` lists them. Errors print one line on stderr and exit with status 2.
 
 Example:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -11,21 +12,50 @@ from typing import TextIO
 
 import duckdb
 
-from ..analysis import TraceStore, render_runs, render_trace
+from ..analysis import SourceStore, TraceStore, render_runs, render_trace
+from ..analysis._select import check_read_only
+from ..analysis._source import source_url
 from ..exceptions import MastraceError
 from ._output import format_rows, json_default, progress
 from ._terminal import escape_control
 
-__all__ = ["cmd_query", "cmd_runs", "cmd_tree", "open_store"]
+__all__ = ["cmd_query", "cmd_runs", "cmd_tree", "open_store", "source_token"]
+
+
+SOURCE_TOKEN_VARIABLES = ("LOGFIRE_READ_TOKEN", "MASTRACE_SERVE_TOKEN")
+
+
+def source_token() -> str | None:
+    """The read token for `--source`: `$LOGFIRE_READ_TOKEN`, else `$MASTRACE_SERVE_TOKEN`, else None."""
+    for name in SOURCE_TOKEN_VARIABLES:
+        value = os.environ.get(name, "").strip()
+        if value:
+            return value
+    return None
+
+
+@contextmanager
+def open_source(args: argparse.Namespace) -> Iterator[SourceStore]:
+    """The Logfire-compatible Query API named by `--source`, with the read token from the environment."""
+    if args.store:
+        raise MastraceError("give --store or --source, not both")
+    token = source_token()
+    with SourceStore(source_url(args.source, token), token) as remote:
+        yield remote
 
 
 @contextmanager
 def open_store(args: argparse.Namespace, *, sandbox: bool = False) -> Iterator[TraceStore]:
-    """The store named by `--store` (default `$MASTRACE_DIR` or `./.mastrace`), closed afterwards.
+    """The store named by `--store` (default `$MASTRACE_DIR` or `./.mastrace`), or the Query API named
+    by `--source`, closed afterwards.
 
     Rows the store's views leave out as malformed (torn lines, hand-edited lines with mistyped
     fields) are counted, and the count is said on stderr: never a traceback, never in silence.
     """
+    if getattr(args, "source", None) is not None:
+        with open_source(args) as remote:
+            yield remote
+        return
     with TraceStore(args.store, sandbox=sandbox) as store:
         yield store
         skipped = store.skipped_rows()
@@ -35,14 +65,13 @@ def open_store(args: argparse.Namespace, *, sandbox: bool = False) -> Iterator[T
         )
 
 
-_READ_ONLY = frozenset({"SELECT", "EXPLAIN", "PRAGMA", "RELATION"})
-
-
-def _statements(sql: str) -> list[duckdb.Statement]:
+def _one_statement(sql: str) -> None:
     try:
-        return list(duckdb.extract_statements(sql))
+        count = len(duckdb.extract_statements(sql))
     except duckdb.Error as exc:
         raise MastraceError(f"query failed: {exc}") from exc
+    if count != 1:
+        raise MastraceError(f"give one SQL statement, not {count}")
 
 
 def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
@@ -68,14 +97,18 @@ def cmd_tree(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_query(args: argparse.Namespace, out: TextIO) -> int:
     """Run SQL against the `records` table and print the result."""
-    statements = _statements(args.sql)
-    if len(statements) != 1:
-        raise MastraceError(f"give one SQL statement, not {len(statements)}")
+    if args.source is not None:
+        if args.allow_external_access:
+            raise MastraceError("--allow-external-access applies to a local store, not to --source")
+        with open_source(args) as remote, progress("running query"):
+            names, rows = remote.remote_table(args.sql)
+        out.write(format_rows(names, rows, args.format))
+        return 0
     sandbox = not args.allow_external_access
-    if sandbox and statements[0].type.name not in _READ_ONLY:
-        raise MastraceError(
-            f"only SELECT-like statements run without --allow-external-access (got {statements[0].type.name})"
-        )
+    if sandbox:
+        check_read_only(args.sql, where="without --allow-external-access")
+    else:
+        _one_statement(args.sql)
     with open_store(args, sandbox=sandbox) as store, progress("running query"):
         store.ensure_not_empty()
         names, rows = store.table(args.sql)

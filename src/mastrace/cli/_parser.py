@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ._commands import cmd_query, cmd_runs, cmd_tree
+from ._mcp import cmd_mcp
 from ._push import cmd_push
 from ._report_commands import DEFAULT_REPORT, DEFAULT_VIEW, cmd_analyze, cmd_diff, cmd_export, cmd_view
 from ._run import cmd_run
@@ -28,6 +29,8 @@ examples:
   mastrace diff previous latest
   mastrace export latest --format jaeger-json -o trace.json
   mastrace push --to http://localhost:4318
+  mastrace analyze latest --source http://127.0.0.1:4318
+  mastrace mcp --store .mastrace
   mastrace run -- massgen --config cfg.yaml 'question'"""
 
 
@@ -42,6 +45,17 @@ def _common() -> argparse.ArgumentParser:
         "'runs/*/.mastrace', to read several stores as one",
     )
     return common
+
+
+def _source_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--source",
+        metavar="URL",
+        default=None,
+        help="read through a Logfire-compatible Query API instead of a store: another `mastrace serve` "
+        "(http://host:4318) or Logfire ('logfire', or its API URL); the read token comes from "
+        "$LOGFIRE_READ_TOKEN, else $MASTRACE_SERVE_TOKEN (needs the query extra)",
+    )
 
 
 def _trace_arg(parser: argparse.ArgumentParser) -> None:
@@ -68,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     runs = sub.add_parser("runs", parents=[common], help="list runs (traces), newest first")
     runs.add_argument("--limit", type=int, default=20, help="show at most N runs (0: all; default 20)")
     runs.add_argument("--format", choices=("table", "json"), default="table")
+    _source_arg(runs)
     runs.set_defaults(handler=cmd_runs)
 
     tree = sub.add_parser("tree", parents=[common], help="print a trace's span hierarchy")
@@ -75,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     tree.add_argument(
         "--max-spans", type=int, default=2000, help="print at most N spans (0: all; default 2000)"
     )
+    _source_arg(tree)
     tree.set_defaults(handler=cmd_tree)
 
     query = sub.add_parser("query", parents=[common], help="run SQL against the `records` table")
@@ -86,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="let the SQL read and write other files and databases (read_csv, COPY … TO, ATTACH); "
         "off by default: the query sees the store and nothing else",
     )
+    _source_arg(query)
     query.set_defaults(handler=cmd_query)
 
     analyze = sub.add_parser("analyze", parents=[common], help=f"write {DEFAULT_REPORT} for a trace")
@@ -97,6 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"output file, '-' for stdout (default: ./{DEFAULT_REPORT}; stdout for json)",
     )
     analyze.add_argument("--format", choices=("markdown", "json"), default="markdown")
+    _source_arg(analyze)
     analyze.set_defaults(handler=cmd_analyze)
 
     view = sub.add_parser("view", parents=[common], help="write a self-contained HTML waterfall of a trace")
@@ -108,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="draw at most N spans (default 20,000)",
     )
+    _source_arg(view)
     view.set_defaults(handler=cmd_view)
 
     diff = sub.add_parser(
@@ -116,12 +135,14 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("run_a", metavar="RUN_A", help="trace id, prefix, 'latest' or 'previous'")
     diff.add_argument("run_b", metavar="RUN_B", help="trace id, prefix, 'latest' or 'previous'")
     diff.add_argument("--format", choices=("text", "json"), default="text")
+    _source_arg(diff)
     diff.set_defaults(handler=cmd_diff)
 
     export = sub.add_parser("export", parents=[common], help="export a trace as OTLP/JSON or Jaeger JSON")
     _trace_arg(export)
     export.add_argument("--format", choices=("otlp-json", "jaeger-json"), required=True)
     export.add_argument("-o", "--output", metavar="FILE", help="output file (default: stdout)")
+    _source_arg(export)
     export.set_defaults(handler=cmd_export)
     push = sub.add_parser(
         "push",
@@ -162,6 +183,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="store spans as received (default: scrub them like in-process)",
     )
     serve.set_defaults(handler=cmd_serve)
+
+    mcp = sub.add_parser(
+        "mcp",
+        parents=[common],
+        help="serve the store(s) to a coding agent as an MCP server (stdio; Logfire's tool names)",
+        description="Run a Model Context Protocol server on standard input/output whose tools read the "
+        "store(s): arbitrary_query, schema_reference, find_exceptions_in_file, logfire_link (Logfire's "
+        "names and arguments), list_runs, trace_tree, analyze, diff. Add it to a client with: "
+        "claude mcp add mastrace -- mastrace mcp --store /path/to/.mastrace",
+    )
+    mcp.add_argument(
+        "--serve-url",
+        default="http://127.0.0.1:4318",
+        metavar="URL",
+        help="where `mastrace serve` runs, for trace links (default http://127.0.0.1:4318)",
+    )
+    mcp.set_defaults(handler=cmd_mcp)
 
     run = sub.add_parser(
         "run",

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..exceptions import MastraceError
 from ._intake import Intake, IntakeError, decode_request
+from ._query_api import query_routes
 from ._ui import ui_routes
 
 __all__ = ["MAX_BODY_BYTES", "IntakeServer", "start_intake"]
@@ -77,6 +78,7 @@ def _http_app(intake: Intake, max_body: int) -> Any:
             Route("/v1/traces", traces, methods=["POST"]),
             Route("/health", health),
             *ui_routes(intake.store),
+            *query_routes(intake.store),
         ]
     )
 

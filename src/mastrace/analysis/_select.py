@@ -1,0 +1,142 @@
+"""One read-only SQL statement over the store, bounded by start time and by rows.
+
+This is what `mastrace query`, the Query API of `mastrace serve` and the MCP server's SQL tool run:
+exactly one SELECT-like statement (no `COPY`, `ATTACH`, `SET`, `INSTALL`, no second statement), on
+a store opened with `TraceStore(..., sandbox=True)`, so the SQL sees the store and nothing else.
+
+A time window (`min_timestamp`/`max_timestamp`, as Logfire's Query API takes them) and a deployment
+environment narrow `records` itself: a temporary view of that name over the store's view, so the
+statement needs no rewriting and its own `WHERE`, `WITH` and `ORDER BY` keep their meaning. `roots`
+(the root spans alone, read from the small roots files) is narrowed the same way, and read from
+`records` when the store's roots files do not pair up with its segments, so it always holds
+exactly the root spans of `records`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+import duckdb
+
+from ..exceptions import StoreError
+from ..store._schema import ROOTS_VIEW_NAME, VIEW_NAME
+from ..store.reader import roots_complete
+from ._store import TraceStore
+
+__all__ = ["READ_ONLY_STATEMENTS", "Window", "bounded_relation", "check_read_only"]
+
+READ_ONLY_STATEMENTS = frozenset({"SELECT", "EXPLAIN", "PRAGMA", "RELATION"})
+"""Statement types that run in the sandbox: they read, and on a sandboxed store read only the store."""
+
+# Where an OpenTelemetry resource says which deployment environment a span comes from (the current
+# name first, then the deprecated one), as Logfire's `deployment_environment` filter reads it.
+_ENVIRONMENT_SQL = (
+    "coalesce(otel_resource_attributes->>'deployment.environment.name', "
+    "otel_resource_attributes->>'deployment.environment', '')"
+)
+
+
+def check_read_only(sql: str, where: str = "here") -> None:
+    """Raise `StoreError` unless `sql` is exactly one read-only (SELECT-like) statement.
+
+    Args:
+        sql: The SQL text.
+        where: Ends the message for other statements: "only SELECT-like statements run {where}".
+    """
+    try:
+        statements = list(duckdb.extract_statements(sql))
+    except duckdb.Error as exc:
+        raise StoreError(f"query failed: {exc}") from exc
+    if len(statements) != 1:
+        raise StoreError(f"give one SQL statement, not {len(statements)}")
+    kind = statements[0].type.name
+    if kind not in READ_ONLY_STATEMENTS:
+        raise StoreError(f"only SELECT-like statements run {where} (got {kind})")
+
+
+@dataclass(frozen=True)
+class Window:
+    """Which spans `records` holds for one statement: a start-time range and deployment environments.
+
+    Attributes:
+        min_timestamp: Keep spans that started at or after this time (naive values are UTC).
+        max_timestamp: Keep spans that started before this time.
+        environments: Keep spans of these deployment environments; `""` stands for spans without one.
+    """
+
+    min_timestamp: datetime | None = None
+    max_timestamp: datetime | None = None
+    environments: Sequence[str] | None = None
+
+    def conditions(self) -> list[str]:
+        """The window as SQL conditions on `records` (literals: views take no parameters)."""
+        found = []
+        if self.min_timestamp is not None:
+            found.append(f"start_timestamp >= {_timestamp_literal(self.min_timestamp)}")
+        if self.max_timestamp is not None:
+            found.append(f"start_timestamp < {_timestamp_literal(self.max_timestamp)}")
+        if self.environments is not None:
+            names = ", ".join(_string_literal(name) for name in self.environments) or "NULL"
+            found.append(f"{_ENVIRONMENT_SQL} IN ({names})")
+        return found
+
+
+def _timestamp_literal(moment: datetime) -> str:
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(timezone.utc).replace(tzinfo=None)
+    return f"TIMESTAMP '{moment.isoformat(sep=' ')}'"
+
+
+def _string_literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def bounded_relation(
+    store: TraceStore,
+    sql: str,
+    window: Window | None = None,
+    limit: int | None = None,
+    params: Sequence[Any] | None = None,
+) -> duckdb.DuckDBPyRelation:
+    """`sql` over `store` as a relation, not run yet: `records` narrowed to `window`, at most `limit` rows.
+
+    Args:
+        store: A store opened with `sandbox=True`; the statement is checked to be read-only.
+        sql: One SELECT-like statement over `records`.
+        window: Narrow `records` to these spans first.
+        limit: Return at most this many rows (the statement's own `LIMIT` still applies).
+        params: Values for the statement's `?` placeholders.
+
+    Raises:
+        StoreError: The SQL is not one read-only statement, does not parse or does not bind.
+    """
+    check_read_only(sql)
+    conditions = window.conditions() if window is not None else []
+    complete = roots_complete(store.paths)
+    if conditions or not complete:
+        (database,) = store.table("SELECT current_database()")[1][0]
+        schema = f"{_identifier(str(database))}.main"
+        where = " AND ".join(conditions) or "true"
+        # A temporary view is found before the store's own, which it reads by its full name.
+        if conditions:
+            store.execute(
+                f"CREATE OR REPLACE TEMP VIEW {VIEW_NAME} AS SELECT * FROM {schema}.{VIEW_NAME} WHERE {where}"
+            )
+        # `roots` holds the root spans of `records` whatever the store's roots files hold.
+        roots = (
+            f"{schema}.{ROOTS_VIEW_NAME} WHERE {where}"
+            if complete
+            else f"{VIEW_NAME} WHERE parent_span_id IS NULL"
+        )
+        store.execute(f"CREATE OR REPLACE TEMP VIEW {ROOTS_VIEW_NAME} AS SELECT * FROM {roots}")
+    relation = store.relation(sql, params)
+    if relation is None:
+        raise StoreError("the statement returns no rows")
+    return relation if limit is None else relation.limit(limit)
+
+
+def _identifier(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'

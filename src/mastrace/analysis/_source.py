@@ -1,0 +1,418 @@
+"""Analysis over any Logfire-compatible Query API: Logfire itself, or another `mastrace serve`.
+
+`SourceStore` is a `TraceStore` whose spans come through `POST /v2/query` (as Arrow) instead of
+from segment files. The few questions that span the whole source (which traces exist, which is the
+latest session, which ids start with a prefix) are asked remotely in SQL that both DuckDB and
+Logfire's DataFusion read. Everything else runs locally, unchanged: `resolve()` copies the spans of
+the trace it names into a local `records` table with the store's own columns and types, so the
+analysis, the tree, the view and the diff read them exactly as they read a local store, and give
+the same results for the same spans.
+
+Rows are fetched in pages when the source caps them (Logfire answers at most 10,000 rows a query);
+another `mastrace serve` answers a whole trace at once.
+"""
+
+from __future__ import annotations
+
+import http.client
+import importlib
+import importlib.util
+import json
+import re
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from typing import Any, Final
+
+import duckdb
+
+from .. import semconv
+from ..exceptions import StoreError
+from ..store._schema import COLUMNS, ROOTS_VIEW_NAME, VIEW_NAME
+from ._store import RunRef, RunSummary, TraceStore
+
+__all__ = ["QueryAPIClient", "QueryRefused", "SourceStore", "source_url"]
+
+_EPOCH: Final = "1970-01-01T00:00:00+00:00"
+_ALL_ROWS: Final = 100_000_000
+LOGFIRE_MAX_ROWS: Final = 10_000
+_TOTAL: Final = "_mastrace_total"
+_MAX_WAIT: Final = 60.0
+_TOKEN_REGION = re.compile(r"^pylf_v\d+_(?P<region>[a-z]+)_")
+# What a column the source does not have reads as (the store's defaults, see `_schema.COLUMNS`).
+_DEFAULTS: Final[dict[str, str]] = {
+    "kind": "'span'",
+    "level": "9",
+    "message": "span_name",
+    "attributes": "'{}'",
+    "tags": "[]",
+    "otel_links": "'[]'",
+    "otel_events": "'[]'",
+    "is_exception": "false",
+    "otel_status_code": "'UNSET'",
+    "otel_scope_attributes": "'{}'",
+    "otel_kind": "'internal'",
+    "otel_resource_attributes": "'{}'",
+}
+_SESSION_ROOT = f"span_name = '{semconv.SPAN_COORDINATION_SESSION}' AND parent_span_id IS NULL"
+_RUNS_COLUMNS = (
+    "trace_id, span_id, span_name, service_name, start_timestamp, end_timestamp, duration, parent_span_id, "
+    "otel_status_code, is_exception, attributes"
+)
+
+
+class QueryRefused(StoreError):
+    """The source answered a query with an error status (`status`)."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def source_url(source: str, token: str | None) -> str:
+    """The base URL of a `--source`: an http(s) URL as given, or `logfire` for Logfire's API in the
+    read token's region.
+
+    Raises:
+        StoreError: Neither an http(s) URL nor `logfire` (with a token).
+    """
+    text = source.strip().rstrip("/")
+    if text.lower() == "logfire":
+        if not token:
+            raise StoreError("--source logfire needs a read token in LOGFIRE_READ_TOKEN")
+        match = _TOKEN_REGION.match(token)
+        return f"https://logfire-{match.group('region') if match else 'us'}.pydantic.dev"
+    if not re.match(r"^https?://[^/\s]+", text, re.IGNORECASE):
+        raise StoreError(f"--source {source!r} is not an http(s) URL or 'logfire'")
+    return text
+
+
+class QueryAPIClient:
+    """A small client of `POST /v2/query` that reads Arrow answers (standard library HTTP, `pyarrow`).
+
+    Args:
+        url: The API's base URL.
+        token: The read token (sent in `Authorization` as Logfire's client sends it), or None.
+        timeout: Seconds to wait for an answer.
+        retries: How many times a rate-limited query (429) is tried again, after the wait the
+            source asks for (at most a minute).
+        page_rows: Rows asked for a page when the source refuses to answer everything at once
+            (Logfire answers at most 10,000 rows a query).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        token: str | None = None,
+        *,
+        timeout: float = 300.0,
+        retries: int = 3,
+        page_rows: int = LOGFIRE_MAX_ROWS,
+    ) -> None:
+        if importlib.util.find_spec("pyarrow") is None:
+            raise StoreError("--source needs the query extra: pip install 'mastrace[query]'")
+        # pyarrow takes a quarter of a second to import: let that overlap the first request.
+        threading.Thread(target=importlib.import_module, args=("pyarrow.ipc",), daemon=True).start()
+        self.url, self.token, self.timeout, self.retries = url, token, timeout, retries
+        self.page_rows = page_rows
+
+    def close(self) -> None:
+        """Nothing to release: each query is one HTTP request."""
+
+    def arrow(self, sql: str, limit: int) -> Any:
+        """The answer to `sql` (at most `limit` rows) as a `pyarrow.Table`.
+
+        Raises:
+            QueryRefused: The source answered with an error status (after retrying 429s).
+            StoreError: The source cannot be reached or sent something that is not an Arrow stream.
+        """
+        import pyarrow.ipc
+
+        body = {"sql": sql, "min_timestamp": _EPOCH, "limit": limit, "include_schema": True, "explain": False}
+        for attempt in range(self.retries + 1):
+            status, headers, content = self._post(json.dumps(body).encode())
+            if status != 429 or attempt == self.retries:
+                break
+            time.sleep(_retry_after(headers.get("retry-after")))
+        if status != 200:
+            raise QueryRefused(self._message(status, content), status)
+        try:
+            with pyarrow.ipc.open_stream(content) as reader:
+                return reader.read_all()
+        except pyarrow.ArrowInvalid as exc:
+            raise StoreError(f"the source at {self.url} sent an answer that is not an Arrow stream") from exc
+
+    def _post(self, body: bytes) -> tuple[int, Any, bytes]:
+        headers = {
+            "content-type": "application/json",
+            "accept": "application/vnd.apache.arrow.stream, application/problem+json;q=0.9",
+            "user-agent": "mastrace",
+        }
+        if self.token:
+            headers["authorization"] = self.token
+        request = urllib.request.Request(self.url + "/v2/query", data=body, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                return int(response.status), response.headers, response.read()
+        except urllib.error.HTTPError as exc:
+            return int(exc.code), exc.headers, exc.read()
+        except (OSError, http.client.HTTPException) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise StoreError(f"cannot reach the source at {self.url}: {reason}") from exc
+
+    def _message(self, status: int, content: bytes) -> str:
+        if status in (400, 422):
+            return f"query failed at {self.url}: {_detail(content)}"
+        if status in (401, 403):
+            return (
+                f"the source at {self.url} refused the read token "
+                "(set LOGFIRE_READ_TOKEN or MASTRACE_SERVE_TOKEN)"
+            )
+        if status == 404:
+            return f"no Query API at {self.url} (a mastrace serve or Logfire base URL is expected)"
+        if status == 429:
+            return f"the source at {self.url} is rate limiting queries; try again in a minute"
+        return f"the source at {self.url} answered {status}: {_detail(content)}"
+
+    def table(self, select: str, order: str) -> Any:
+        """Every row of `select` (SQL without ORDER BY or LIMIT) as one `pyarrow.Table`, or None.
+
+        The first request asks for every row and counts them (`count(*) OVER ()`); a source that
+        caps rows (Logfire: 10,000 a query, refusing a larger `limit`) is then read in pages of what
+        it answers, in `order`, so that the pages fit together.
+        """
+        import pyarrow
+
+        size = _ALL_ROWS
+        counted = f"SELECT *, count(*) OVER () AS {_TOTAL} FROM ({select}) AS q"
+        try:
+            first = self.arrow(counted, size)
+        except QueryRefused as exc:
+            if exc.status != 422:
+                raise
+            size, first = self.page_rows, None  # a source that caps `limit` refuses a larger one
+        total = first.column(_TOTAL)[0].as_py() if first is not None and first.num_rows else None
+        if first is not None and first.num_rows == (total or 0):
+            return first.drop_columns([_TOTAL]) if first.num_rows else None
+        size = min(size, first.num_rows) if first is not None and first.num_rows else size
+        pages, fetched = [], 0
+        while total is None or fetched < total:
+            page = self.arrow(f"{counted} ORDER BY {order} LIMIT {size} OFFSET {fetched}", size)
+            total = page.column(_TOTAL)[0].as_py() if page.num_rows else 0 if total is None else total
+            if not page.num_rows:
+                break
+            pages.append(page.drop_columns([_TOTAL]))
+            fetched += page.num_rows
+        if fetched != total:
+            raise StoreError(f"the source at {self.url} answered {fetched} of {total} rows")
+        return pyarrow.concat_tables(pages) if pages else None
+
+
+def _retry_after(value: str | None) -> float:
+    try:
+        return min(_MAX_WAIT, max(0.0, float(value or 1)))
+    except ValueError:
+        return 1.0
+
+
+def _detail(content: bytes) -> str:
+    try:
+        body = json.loads(content)
+    except ValueError:
+        return content.decode("utf-8", "replace")[:500]
+    if isinstance(body, dict):
+        legacy = body.get("error_details", body)
+        detail = legacy.get("detail", body) if isinstance(legacy, dict) else legacy
+        return detail if isinstance(detail, str) else str(detail)[:500]
+    return str(body)[:500]
+
+
+class SourceStore(TraceStore):
+    """A `TraceStore` over a Logfire-compatible Query API.
+
+    Args:
+        url: `http(s)://…` of Logfire's API or of another `mastrace serve`.
+        token: The read token (Logfire's, or the serve token), or None for a serve on loopback.
+        retries: How often a rate-limited query is tried again.
+        page_rows: Rows a page asks for from a source that answers no more at once.
+
+    Example:
+        ```python
+        with SourceStore("http://127.0.0.1:4318") as store:
+            report = build_report(store, store.resolve("latest"))
+        ```
+    """
+
+    def __init__(
+        self, url: str, token: str | None = None, *, retries: int = 3, page_rows: int = LOGFIRE_MAX_ROWS
+    ) -> None:
+        self.client = QueryAPIClient(url, token, retries=retries, page_rows=page_rows)
+        self.paths = []
+        self.url = url
+        self._loaded: set[str] = set()
+        self._roots = True  # whether the source has mastrace's `roots` table
+        self._fetched: list[Any] = []  # the Arrow tables read so far, which `records` reads in place
+        self.con = _local_connection()
+        _show_records(self.con, None)
+
+    @property
+    def where(self) -> str:
+        return self.url
+
+    def __enter__(self) -> SourceStore:
+        return self
+
+    def close(self) -> None:
+        self.con.close()
+        self.client.close()
+
+    def skipped_rows(self) -> int:
+        return 0  # the source reads its own storage; nothing malformed reaches the answers
+
+    def ensure_not_empty(self) -> None:
+        if self.client.table("SELECT 1 AS one FROM records LIMIT 1", "one") is None:
+            raise StoreError(f"the source at {self.url} has no spans")
+
+    def index(self) -> list[RunRef]:
+        found = self._remote(
+            "SELECT trace_id, min(start_timestamp) AS started, "
+            f"max(CASE WHEN {_SESSION_ROOT} THEN 1 ELSE 0 END) AS is_session FROM records GROUP BY trace_id",
+            "trace_id",
+            "SELECT trace_id, epoch_us(started) AS start_us, is_session = 1 AS is_session FROM fetched",
+        )
+        refs = [RunRef(str(r["trace_id"]), int(r["start_us"]), bool(r["is_session"])) for r in found]
+        refs.sort(key=lambda r: (r.is_session, r.start_us), reverse=True)
+        return refs
+
+    def _latest_sessions(self, limit: int) -> list[str]:
+        # Another mastrace serve answers from `roots` (root spans only, a small read); a source
+        # without that table (Logfire) refuses it once, and `records` is asked from then on.
+        for table in ("roots", "records") if self._roots else ("records",):
+            try:
+                found = self._remote(
+                    f"SELECT trace_id, min(start_timestamp) AS started FROM {table} WHERE {_SESSION_ROOT} "
+                    f"GROUP BY trace_id ORDER BY started DESC LIMIT {int(limit)}",
+                    "started DESC",
+                    "SELECT trace_id FROM fetched ORDER BY epoch_us(started) DESC",
+                )
+            except QueryRefused as exc:
+                if table != "roots" or exc.status in (401, 403, 429):
+                    raise
+                self._roots = False
+                continue
+            return [str(r["trace_id"]) for r in found]
+        return []
+
+    def _matching(self, prefix: str) -> list[str]:
+        if not re.fullmatch(r"[0-9a-f]+", prefix):  # `resolve` checks; the SQL below relies on it
+            raise StoreError(f"{prefix!r} is not a trace id prefix")
+        found = self._remote(
+            f"SELECT DISTINCT trace_id FROM records WHERE trace_id LIKE '{prefix}%' LIMIT 3", "trace_id", None
+        )
+        return [str(r["trace_id"]) for r in found]
+
+    def resolve(self, ref: str | None) -> str:
+        """Turn `ref` into a trace id, as `TraceStore.resolve` does, and copy that trace's spans here."""
+        trace_id = super().resolve(ref)
+        self.load([trace_id])
+        return trace_id
+
+    def load(self, trace_ids: Sequence[str]) -> None:
+        """Copy every span of these traces (full trace ids) from the source into the local `records`."""
+        wanted = [t for t in dict.fromkeys(trace_ids) if t not in self._loaded]
+        if not wanted:
+            return
+        if not all(re.fullmatch(r"[0-9a-f]{32}", t) for t in wanted):
+            raise StoreError(f"not a trace id: {wanted}")
+        ids = ", ".join(f"'{t}'" for t in wanted)
+        table = self.client.table(
+            f"SELECT * FROM records WHERE trace_id IN ({ids})", "trace_id, start_timestamp, span_id"
+        )
+        if table is not None:
+            import pyarrow
+
+            self._fetched.append(table)
+            _show_records(self.con, pyarrow.concat_tables(self._fetched))
+        self._loaded.update(wanted)
+
+    def runs(self, limit: int | None = None) -> list[RunSummary]:
+        """One summary per trace of the source, newest first (reads every span's summary columns)."""
+        table = self.client.table(
+            f"SELECT {_RUNS_COLUMNS} FROM records", "trace_id, start_timestamp, span_id"
+        )
+        local, self.con = self.con, _local_connection()
+        try:
+            _show_records(self.con, table)
+            return super().runs(limit)
+        finally:
+            self.con.close()
+            self.con = local
+
+    def remote_table(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """Run `sql` at the source and return its column names and rows, typed as `table()` types them."""
+        answer = self.client.arrow(sql, _ALL_ROWS)
+        con = _local_connection()
+        try:
+            con.register("answer", answer)
+            names = list(answer.column_names)
+            select = ", ".join(
+                f"CAST(#{i} AS TIMESTAMP)" if str(t) == "TIMESTAMP WITH TIME ZONE" else f"#{i}"
+                for i, t in enumerate(con.sql("SELECT * FROM answer").types, start=1)
+            )
+            return names, con.sql(f"SELECT {select} FROM answer").fetchall() if names else []
+        finally:
+            con.close()
+
+    def _remote(self, select: str, order: str, local: str | None) -> list[dict[str, Any]]:
+        """Rows of `select` asked at the source, read through the local SQL `local` over `fetched`."""
+        table = self.client.table(select, order)
+        if table is None:
+            return []
+        con = _local_connection()
+        try:
+            con.register("fetched", table)
+            relation = con.sql(local or "SELECT * FROM fetched")
+            return [dict(zip(relation.columns, row, strict=True)) for row in relation.fetchall()]
+        finally:
+            con.close()
+
+
+def _local_connection() -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect(":memory:")
+    con.execute("SET TimeZone = 'UTC'")
+    return con
+
+
+_FETCHED: Final = "_mastrace_fetched"
+
+
+def _show_records(con: duckdb.DuckDBPyConnection, table: Any) -> None:
+    """Make `records` (and `roots`) read the Arrow `table` of `records` rows in place (None: no rows),
+    with the store's columns and types whatever columns the source had."""
+    if table is None:
+        select = ", ".join(f"CAST(NULL AS {t}) AS {name}" for name, (t, _) in COLUMNS.items())
+        con.execute(f"CREATE OR REPLACE VIEW {VIEW_NAME} AS SELECT {select} WHERE false")
+    else:
+        con.register(_FETCHED, table)
+        types = dict(zip(table.column_names, (str(t) for t in table.schema.types), strict=True))
+        values = [f"{_column(name, sql_type, types)} AS {name}" for name, (sql_type, _) in COLUMNS.items()]
+        keep = "kind IS DISTINCT FROM 'pending_span'" if "kind" in types else "true"  # Logfire's open spans
+        con.execute(
+            f"CREATE OR REPLACE VIEW {VIEW_NAME} AS SELECT {', '.join(values)} FROM {_FETCHED} WHERE {keep}"
+        )
+    con.execute(
+        f"CREATE OR REPLACE VIEW {ROOTS_VIEW_NAME} AS SELECT * FROM {VIEW_NAME} WHERE parent_span_id IS NULL"
+    )
+
+
+def _column(name: str, sql_type: str, present: dict[str, str]) -> str:
+    """A `records` column over the fetched columns (named in `present`, with their Arrow types)."""
+    if name in present:
+        if sql_type == "JSON" and present[name] in ("string", "large_string"):
+            return f'"{name}"'  # JSON text: reading it as VARCHAR spares parsing it on every scan
+        return f'CAST("{name}" AS {sql_type})'
+    if name == "span_type" and "kind" in present:
+        return "CAST(kind AS VARCHAR)"
+    return f"CAST({_DEFAULTS.get(name, 'NULL')} AS {sql_type})"

@@ -1,0 +1,114 @@
+"""The MCP server of `mastrace mcp`, on the official `mcp` SDK (2.x, `MCPServer`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+
+from pydantic import Field
+
+from .. import semconv
+from ..exceptions import MastraceError
+from ..store.reader import StorePaths
+from ._tools import DEFAULT_SERVE_URL, MAX_TREE_SPANS, Tools
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
+__all__ = ["INSTRUCTIONS", "build_server"]
+
+T = TypeVar("T")
+
+INSTRUCTIONS = f"""\
+Traces of multi-agent runs recorded by mastrace, in a table `records` with Logfire's columns (one row
+per span). Start with list_runs (or arbitrary_query on {semconv.SPAN_COORDINATION_SESSION} spans),
+then trace_tree and analyze for a run, schema_reference for the columns and attribute keys,
+arbitrary_query for anything else (DuckDB SQL, read-only), find_exceptions_in_file for errors,
+logfire_link for a link to a run in `mastrace serve`, diff to compare two runs. Trace ids may be
+given as 'latest', 'previous' or a prefix."""
+
+# The tools' argument types, with what a client sees of them (read when the tools are declared).
+Age = Annotated[
+    int | None, Field(description="minutes to look back from now (e.g. 60); omit it for every span", ge=0)
+]
+TraceRef = Annotated[
+    str, Field(description="a trace id, a unique prefix of one (4+ hex digits), 'latest' or 'previous'")
+]
+Query = Annotated[str, Field(description="one read-only SQL statement (DuckDB) over `records`")]
+FilePath = Annotated[str, Field(description="a file path, or the end of one, as it appears in tracebacks")]
+RunCount = Annotated[int, Field(description="how many runs, newest first", ge=1, le=500)]
+SpanCount = Annotated[int, Field(description="show at most this many spans", ge=1, le=5000)]
+
+
+def build_server(stores: StorePaths = None, *, serve_url: str = DEFAULT_SERVE_URL) -> MCPServer:
+    """An MCP server whose tools read the store(s) at `stores`.
+
+    Tool names and arguments follow Logfire's MCP server (`arbitrary_query`, `schema_reference`,
+    `find_exceptions_in_file`, `logfire_link`); `list_runs`, `trace_tree`, `analyze` and `diff` are
+    mastrace's. Every tool only reads.
+
+    Args:
+        stores: The store folder(s); default `$MASTRACE_DIR` or `./.mastrace`.
+        serve_url: The address of `mastrace serve`, for the links `logfire_link` returns.
+
+    Raises:
+        ImportError: The `mcp` package (extra `mastrace[mcp]`) is not installed.
+    """
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.types import ToolAnnotations
+
+    tools = Tools(stores, serve_url)
+    server: MCPServer = MCPServer("mastrace", instructions=INSTRUCTIONS, log_level="WARNING")
+    read_only = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
+
+    def answer(call: Callable[..., T], *args: Any) -> T:
+        try:
+            return call(*args)
+        except MastraceError as exc:  # a bad argument or SQL: the model reads the message
+            raise ToolError(str(exc)) from None
+
+    @server.tool(annotations=read_only)
+    def arbitrary_query(query: Query, age: Age = None) -> str:
+        """Run a SQL query on the traces (table `records`, Logfire's columns) and get rows as JSON.
+
+        See schema_reference for the columns and the attribute keys in the store.
+        """
+        return answer(tools.arbitrary_query, query, age)
+
+    @server.tool(annotations=read_only)
+    def schema_reference() -> str:
+        """The `records` table: its columns and types, and the attribute keys found in the store."""
+        return answer(tools.schema_reference)
+
+    @server.tool(annotations=read_only)
+    def find_exceptions_in_file(filepath: FilePath, age: Age = None) -> str:
+        """The 10 most recent exceptions whose stack trace goes through the file."""
+        return answer(tools.find_exceptions_in_file, filepath, age)
+
+    @server.tool(annotations=read_only)
+    def logfire_link(trace_id: TraceRef) -> str:
+        """A link to the trace's page in `mastrace serve` (the waterfall of the run)."""
+        return answer(tools.logfire_link, trace_id)
+
+    @server.tool(annotations=read_only)
+    def list_runs(limit: RunCount = 20) -> str:
+        """The newest runs (traces): root span, start, duration, span and error counts, tokens, cost."""
+        return answer(tools.list_runs, limit)
+
+    @server.tool(annotations=read_only)
+    def trace_tree(trace_id: TraceRef = "latest", max_spans: SpanCount = MAX_TREE_SPANS) -> str:
+        """A trace's span hierarchy with durations, errors and key attributes."""
+        return answer(tools.trace_tree, trace_id, max_spans)
+
+    @server.tool(annotations=read_only)
+    def analyze(trace_id: TraceRef = "latest") -> str:
+        """A run's analysis report (markdown): overview, phases, per-round timing, tools, errors, cost."""
+        return answer(tools.analyze, trace_id)
+
+    @server.tool(annotations=read_only)
+    def diff(a: TraceRef, b: TraceRef) -> str:
+        """Compare two runs: configuration changes and duration, token and cost differences."""
+        return answer(tools.diff, a, b)
+
+    return server

@@ -1,0 +1,52 @@
+"""The MCP tools' answers without the protocol: bounds, windows and trace references."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mastrace.exceptions import StoreError
+from mastrace.mcp_server._tools import Tools, _age_window, _trace_ref, bounded_text
+from seed_run import write_store
+
+
+def test_bounded_text_cuts_at_a_line_and_says_how_much() -> None:
+    """A long answer is cut at the last line end before the limit, with what was left out and a hint."""
+    text = "\n".join(f"line {i}" for i in range(100))
+    cut = bounded_text(text, limit=50, hint="ask for less")
+    kept, note = cut.split("\n…")
+    assert kept == "\n".join(f"line {i}" for i in range(7))
+    assert note == f" output cut at 48 of {len(text)} characters (93 more line(s)); ask for less"
+    assert bounded_text("short", limit=50) == "short"
+
+
+def test_age_windows() -> None:
+    """An age looks back that many minutes; none, or one past the calendar's start, keeps everything."""
+    assert _age_window(None) is None
+    assert _age_window(10**12) is None
+    window = _age_window(30)
+    assert window is not None and window.min_timestamp is not None
+    with pytest.raises(StoreError, match="minutes"):
+        _age_window(-1)
+
+
+@pytest.mark.parametrize("ref", ["latest", "PREVIOUS", " abcd ", "0123456789abcdef0123456789abcdef"])
+def test_trace_refs_pass(ref: str) -> None:
+    """Trace ids, prefixes of 4+ hex digits and the aliases are accepted, in any case."""
+    assert _trace_ref(ref) == ref.strip().lower()
+
+
+@pytest.mark.parametrize("ref", ["abc", "latest'--", "0123456789abcdef0123456789abcdef0", "g123", ""])
+def test_trace_refs_refused(ref: str) -> None:
+    """Anything else is refused before it reaches SQL."""
+    with pytest.raises(StoreError, match="not a trace"):
+        _trace_ref(ref)
+
+
+def test_tools_read_several_stores_as_one(tmp_path: Path) -> None:
+    """Given two stores, the tools see the runs of both."""
+    write_store(tmp_path / "a")
+    write_store(tmp_path / "b", base_ns=1_800_000_000_000_000_000)
+    tools = Tools([tmp_path / "a", tmp_path / "b"])
+    assert tools.list_runs(10).count("coordination.session") == 4
