@@ -21,13 +21,13 @@ from urllib.parse import quote
 
 import pydantic
 import pytest
+from mastrace._secret_rules import RULES, SecretRule
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.trace import Link
 
 import mastrace
 from mastrace import ConfigurableMixin, CoordinationMixin, Registry
-from mastrace._scrubbing import Scrubber
-from mastrace._secret_rules import RULES, SecretRule
+from mastrace.scrubbing._engine import Scrubber
 
 SAMPLES: list[tuple[SecretRule, str]] = [(rule, sample) for rule in RULES for sample in rule.samples]
 PROBE = "probe"  # the attribute naming (sample index, placement) on each span
@@ -320,7 +320,7 @@ def test_resource_attributes_are_scrubbed_for_logfire(
 def test_every_sample_is_scrubbed_inside_non_ascii_prose(prose: str) -> None:
     """Non-ASCII text is searched on an ASCII copy: every sample of the rule table is still found
     there, before, after and between accented, CJK and emoji characters."""
-    from mastrace._scrubbing import ScrubTrail
+    from mastrace.scrubbing._engine import ScrubTrail
 
     scrubber = Scrubber()
     for (rule, sample), chunks in zip(SAMPLES, CHUNKS, strict=True):

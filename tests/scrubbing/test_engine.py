@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from mastrace._scrubbing import Scrubber, ScrubbingOptions, ScrubMatch, format_path
 from mastrace.exceptions import ConfigError
+from mastrace.scrubbing._engine import Scrubber, ScrubbingOptions, ScrubMatch, format_path
 
 # Assembled from parts so that no complete credential-looking literal sits in the source.
 _B = "abcdefghijklmnopqrstuvwxyz0123456789"
@@ -31,7 +31,7 @@ SECRET_SHAPES: list[tuple[str, str, str]] = [
     ("github_token", "oauth gho_" + _B[:36], _B[:36]),
     ("github_token", "server ghs_" + _B[:36], _B[:36]),
     ("github_token", "user ghu_" + _B[:36], _B[:36]),
-    ("github_token", "fine github_pat_11ABCDEFG0" + _B[:30], "11ABCDEFG0" + _B[:30]),
+    ("github_fine_grained_pat", "fine github_pat_11ABCDEFG0" + _B[:30], "11ABCDEFG0" + _B[:30]),
     ("slack_token", "slack xoxb-1234567890-" + _B[:20], "1234567890-" + _B[:20]),
     ("slack_token", "user xoxp-1234567890-" + _B[:12], "1234567890-" + _B[:12]),
     ("huggingface_token", "hf hf_" + _B[:34], _B[:34]),
