@@ -349,15 +349,19 @@ class Scrubber:
     def _find(self, s: str) -> list[_Hit]:
         """Every secret-shaped substring of `s`, leftmost first, without overlaps."""
         text = _ascii(s)
-        low = text.lower()
-        rules, assignments = self._matcher.select(text, low)
+        found = self._matcher.select(text)
+        low = found.low
         hits = [
             _Hit(m.start(), m.end(), rule, m)
             for value, rx, rule in self._env
             if value in s
             for m in rx.finditer(s)
         ]
-        for rule in rules:
+        if found.starts:
+            low = text.lower() if low is None else low
+            self._anchored(found.starts, s, text, low, hits)
+        for rule in found.rules:
+            low = text.lower() if low is None else low
             if rule.finder is not None:
                 if rule.finder == "k8s_secret":
                     hits.extend(
@@ -365,13 +369,33 @@ class Scrubber:
                     )
                 continue
             self._matches(rule, s, text, low, hits)
-        if assignments and ("=" in text or ":" in text):
-            for found in find_assignments(text, low, self._is_secret_name, self._keywords):
-                rule = _KEYWORD_LABELS.get(found.rule_id, _ASSIGNMENT)
-                hits.append(_Hit(found.start, found.end, rule, found.match))
+        if found.assignments and ("=" in text or ":" in text):
+            low = text.lower() if low is None else low
+            for assigned in find_assignments(text, low, self._is_secret_name, self._keywords):
+                rule = _KEYWORD_LABELS.get(assigned.rule_id, _ASSIGNMENT)
+                hits.append(_Hit(assigned.start, assigned.end, rule, assigned.match))
         for rule in self._custom:
             hits.extend(_hit(rule, m) for m in rule.regex.finditer(s))  # type: ignore[union-attr]
         return _merge(hits) if len(hits) > 1 else hits
+
+    def _anchored(
+        self, starts: list[tuple[int, _Rule]], s: str, text: str, low: str, hits: list[_Hit]
+    ) -> None:
+        """Word rules matched where their prefix starts a long run, in order and without overlaps per
+        rule: what `finditer` over the whole text would find, without the search."""
+        starts.sort(key=lambda pair: (pair[1].index, pair[0]))
+        last_rule, last_end = None, 0
+        for at, rule in starts:
+            if rule is not last_rule:
+                last_rule, last_end = rule, 0
+            if at < last_end:
+                continue
+            m = rule.regex.match(low if rule.on_low else text, at)  # type: ignore[union-attr]
+            if m is None or s.startswith("[Scrubbed", at):
+                continue
+            if rule.check is None or rule.check(text[m.start() : m.end()], m):
+                hits.append(_Hit(m.start(), m.end(), rule, m))
+                last_end = m.end()
 
     def _matches(self, rule: _Rule, s: str, text: str, low: str, hits: list[_Hit]) -> None:
         for m in rule.regex.finditer(low if rule.on_low else text):  # type: ignore[union-attr]
@@ -379,6 +403,8 @@ class Scrubber:
             if hit.end <= hit.start or s.startswith("[Scrubbed", hit.start):  # already scrubbed
                 continue
             if rule.gate == "shape" and not _in_long_run(low, m, rule.keys):
+                continue
+            if rule.gate == "text" and not any(k in low for k in rule.keys):  # as `PythonMatcher` asks
                 continue
             if rule.check is None or rule.check(text[hit.start : hit.end], m):
                 hits.append(hit)

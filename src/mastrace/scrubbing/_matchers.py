@@ -8,10 +8,12 @@ Three interchangeable matchers make the same decision; only the speed differs:
   Hyperscan database, scanned once in linear time;
 - `Re2Matcher` (`google-re2`): the same patterns as one `re2.Set`.
 
-Each gate is exactly a pattern: a word rule's prefix at the start of a run of `MIN_TOKEN_LEN` token
-characters, a text rule's hint anywhere, the assignment words anywhere. A shape rule's hint is looked
-for anywhere by the compiled matchers and only inside long runs by `PythonMatcher`: the engine accepts a
-shape match only inside such a run, so both find the same secrets.
+A word rule's gate (its prefix at the start of a run of `MIN_TOKEN_LEN` token characters) and the
+assignment words are compiled exactly. A text or shape rule is selected by `PythonMatcher` when its hint
+occurs (for a shape rule, inside a long run), by the compiled matchers when a relaxed form of its whole
+pattern matches (look-arounds dropped, so it matches wherever the pattern does): the engine keeps a
+match of a text rule only when its hint occurs, and of a shape rule only inside a long run holding its
+hint, so every matcher finds the same secrets while the compiled ones try fewer patterns.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ._table import ASSIGNMENT_WORDS, MIN_TOKEN_LEN, RUN, mentions_secret_word
@@ -35,14 +38,35 @@ class Gated(Protocol):
     def keys(self) -> tuple[str, ...]: ...
     @property
     def index(self) -> int: ...
+    @property
+    def regex(self) -> re.Pattern[str] | None: ...
+    @property
+    def on_low(self) -> bool: ...
+
+
+@dataclass
+class Selection:
+    """What the first pass found in a text.
+
+    Attributes:
+        rules: Text and shape rules to search the whole text for.
+        starts: Where a word rule's prefix starts a long run: (position, rule), for an anchored match.
+        assignments: Whether the text mentions a secret word (look for secret-named assignments).
+        low: The lower-cased text, when the matcher made it.
+    """
+
+    rules: list[Any]
+    starts: list[tuple[int, Any]]
+    assignments: bool
+    low: str | None = None
 
 
 class Matcher(Protocol):
-    """Picks the rules a text needs; `assignments` says whether to look for secret-named assignments."""
+    """One pass over an ASCII text that picks the rules it needs and where word rules may start."""
 
     name: str
 
-    def select(self, text: str, low: str) -> tuple[list[Any], bool]: ...
+    def select(self, text: str) -> Selection: ...
 
 
 # Run characters become "a", others a space: a run of MIN_TOKEN_LEN or more is then a substring test.
@@ -51,19 +75,37 @@ _LONG_RUN = "a" * MIN_TOKEN_LEN
 _RUN_END = re.compile("[^a]")
 
 
-def long_runs(low: str) -> Iterator[str]:
-    """Each run of at least `MIN_TOKEN_LEN` token characters in ASCII `low`, found with C-level searches."""
+def long_runs(low: str) -> Iterator[tuple[int, str]]:
+    """Each run of at least `MIN_TOKEN_LEN` token characters in ASCII `low` and where it starts,
+    found with C-level searches."""
     runs = low.translate(_RUNS)
     i = runs.find(_LONG_RUN)
     while i != -1:
         stop = _RUN_END.search(runs, i)
         end = len(runs) if stop is None else stop.start()
-        yield low[i:end]
+        yield i, low[i:end]
         i = runs.find(_LONG_RUN, end)
+
+
+_RUN_SET = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.+~-")
+
+
+def word_starts(low: str, prefix: str) -> Iterator[int]:
+    """Where `prefix` starts a run of `MIN_TOKEN_LEN` token characters in ASCII `low` (the word gate)."""
+    end = max(len(prefix), MIN_TOKEN_LEN)
+    i = low.find(prefix)
+    while i != -1:
+        starts_run = not i or low[i - 1] not in _RUN_SET
+        if starts_run and i + end <= len(low) and all(c in _RUN_SET for c in low[i : i + end]):
+            yield i
+        i = low.find(prefix, i + 1)
 
 
 def _ordered(chosen: list[Any]) -> list[Any]:
     return sorted(set(chosen), key=lambda rule: rule.index) if len(chosen) > 1 else chosen
+
+
+_SENTINELS = "$~/=:_.-"
 
 
 class PythonMatcher:
@@ -85,48 +127,123 @@ class PythonMatcher:
                 for key in rule.keys:
                     text.setdefault(key, []).append(rule)
         self.prefixes = tuple(self.by_prefix)
-        self.text = list(text.items())
+        # Hints grouped by a rare character they hold: a group is skipped when its character is absent.
+        grouped: dict[str, list[tuple[str, list[Gated]]]] = {}
+        for key, selected in text.items():
+            sentinel = next((c for c in _SENTINELS if c in key), key)
+            grouped.setdefault(sentinel, []).append((key, selected))
+        self.text = list(grouped.items())
 
-    def select(self, text: str, low: str) -> tuple[list[Any], bool]:
+    def select(self, text: str) -> Selection:
+        low = text.lower()
         chosen: list[Gated] = []
+        starts: list[tuple[int, Gated]] = []
         if len(low) >= MIN_TOKEN_LEN:
-            for run in long_runs(low):
+            for at, run in long_runs(low):
                 if run.startswith(self.prefixes):
                     for prefix, rules in self.by_prefix.items():
                         if run.startswith(prefix):
-                            chosen.extend(rules)
+                            starts.extend((at, rule) for rule in rules)
                 chosen.extend(rule for keys, rule in self.shapes if any(k in run for k in keys))
-        for key, rules in self.text:
-            if key in low:
-                chosen.extend(rules)
-        return _ordered(chosen), mentions_secret_word(low)
+        for sentinel, groups in self.text:
+            if sentinel in low:
+                for key, rules in groups:
+                    if key in low:
+                        chosen.extend(rules)
+        return Selection(_ordered(chosen), starts, mentions_secret_word(low), low)
 
 
-def gate_patterns(rules: Sequence[Gated]) -> tuple[list[str], list[list[Gated] | None]]:
-    """Every gate as one case-insensitive pattern, and the rules each one selects (None: assignments)."""
-    patterns: dict[str, list[Gated] | None] = {re.escape(w): None for w in ASSIGNMENT_WORDS}
+@dataclass
+class _Gate:
+    pattern: str
+    caseless: bool
+    rules: list[Any]
+    offset: int = -1  # for a word gate: the length of prefix and run it matches (its start is end - offset)
+    prefix: str = ""
+
+
+def gate_patterns(rules: Sequence[Gated]) -> list[_Gate | None]:
+    """Every gate as a pattern, with the rules it selects; the first ones (None) are the assignment words."""
+    gates: dict[tuple[str, bool], _Gate] = {}
     for rule in rules:
-        for key in rule.keys:
-            if rule.gate == "word":
-                need = max(0, MIN_TOKEN_LEN - len(key))
-                tail = f"[{RUN}]{{{need}}}" if need else ""
-                pattern = f"(?:^|[^{RUN}]){re.escape(key)}{tail}"
-            else:
-                pattern = re.escape(key)
-            selected = patterns.setdefault(pattern, [])
-            if selected is None:  # a hint that is also an assignment word
-                patterns[pattern] = selected = []
-            selected.append(rule)
-    return list(patterns), list(patterns.values())
+        if rule.gate == "word":
+            for key in rule.keys:
+                pattern = _word_gate(key)
+                gate = gates.setdefault(
+                    (pattern, True), _Gate(pattern, True, [], max(len(key), MIN_TOKEN_LEN))
+                )
+                gate.rules.append(rule)
+            continue
+        if rule.regex is not None:
+            keyed = [(rule.regex.pattern, rule.on_low)]
+        else:
+            keyed = [(re.escape(key), True) for key in rule.keys]
+        for pattern, caseless in keyed:
+            gates.setdefault((pattern, caseless), _Gate(pattern, caseless, [])).rules.append(rule)
+    return [*([None] * len(ASSIGNMENT_WORDS)), *gates.values()]
 
 
-def _select(ids: Sequence[int], selects: list[list[Gated] | None]) -> tuple[list[Any], bool]:
+def _word_gate(prefix: str) -> str:
+    need = max(0, MIN_TOKEN_LEN - len(prefix))
+    tail = f"[{RUN}]{{{need}}}" if need else ""
+    return f"(?:^|[^{RUN}]){re.escape(prefix)}{tail}"
+
+
+_LOOKAROUND = re.compile(r"\(\?<?[=!]")
+_BIG_REPEAT = re.compile(r"\{(\d+),(\d+)\}")
+
+
+def relax(pattern: str) -> str:
+    """`pattern` without its look-arounds and with repeats capped at 1,000 (RE2's limit): it matches
+    wherever `pattern` does, and perhaps more."""
+    out = []
+    i = 0
+    while i < len(pattern):
+        found = _LOOKAROUND.match(pattern, i)
+        if found is None:
+            step = 2 if pattern[i] == "\\" else 1
+            out.append(pattern[i : i + step])
+            i += step
+            continue
+        depth, i = 1, found.end()
+        while depth:  # skip to the closing parenthesis, minding escapes and classes
+            c = pattern[i]
+            if c == "\\":
+                i += 1
+            elif c == "[":
+                i = _class_end(pattern, i)
+            depth += c == "("
+            depth -= c == ")"
+            i += 1
+    return _BIG_REPEAT.sub(_cap, "".join(out))
+
+
+def _class_end(pattern: str, i: int) -> int:
+    i += 2 if pattern[i + 1 : i + 2] in ("^", "]") else 1
+    while pattern[i] != "]":
+        i += 2 if pattern[i] == "\\" else 1
+    return i
+
+
+def _cap(m: re.Match[str]) -> str:
+    low, high = int(m.group(1)), int(m.group(2))
+    return m.group(0) if high <= 1000 else f"{{{min(low, 1000)},}}"
+
+
+def _selection(found: Sequence[tuple[int, int]], gates: list[_Gate | None]) -> Selection:
+    """A selection from (gate index, end offset) pairs."""
     chosen: list[Gated] = []
-    for i in ids:
-        rules = selects[i]
-        if rules is not None:
-            chosen.extend(rules)
-    return _ordered(chosen), any(i < len(ASSIGNMENT_WORDS) for i in ids)
+    starts: list[tuple[int, Gated]] = []
+    assignments = False
+    for i, end in found:
+        gate = gates[i]
+        if gate is None:
+            assignments = True
+        elif gate.offset >= 0:
+            starts.extend((end - gate.offset, rule) for rule in gate.rules)
+        else:
+            chosen.extend(gate.rules)
+    return Selection(_ordered(chosen), starts, assignments)
 
 
 class HyperscanMatcher:
@@ -137,29 +254,36 @@ class HyperscanMatcher:
     def __init__(self, rules: Sequence[Gated]) -> None:
         import hyperscan
 
-        patterns, self.selects = gate_patterns(rules)
-        flag = hyperscan.HS_FLAG_CASELESS | hyperscan.HS_FLAG_SINGLEMATCH
+        self.gates = gate_patterns(rules)
+        patterns = [(re.escape(w), True, False) for w in ASSIGNMENT_WORDS]
+        patterns += [(g.pattern, g.caseless, g.offset >= 0) for g in self.gates if g is not None]
+        # A word gate reports every place; the others once. Prefilter mode: what Hyperscan cannot match
+        # exactly (look-arounds) it matches more loosely.
+        once = hyperscan.HS_FLAG_SINGLEMATCH | hyperscan.HS_FLAG_PREFILTER | hyperscan.HS_FLAG_DOTALL
         self.db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
         self.db.compile(
-            expressions=[p.encode() for p in patterns],
+            expressions=[relax(p).encode() for p, _, _ in patterns],
             ids=list(range(len(patterns))),
             elements=len(patterns),
-            flags=[flag] * len(patterns),
+            flags=[
+                (0 if every else once) | (hyperscan.HS_FLAG_CASELESS if caseless else 0)
+                for _, caseless, every in patterns
+            ],
         )
         self._scratch = hyperscan.Scratch(self.db)
         self._local = threading.local()
 
-    def select(self, text: str, low: str) -> tuple[list[Any], bool]:
+    def select(self, text: str) -> Selection:
         scratch = getattr(self._local, "scratch", None)
         if scratch is None:  # a scratch space serves one thread at a time
             scratch = self._local.scratch = self._scratch.clone()
-        ids: list[int] = []
-        self.db.scan(text.encode("ascii"), match_event_handler=_on_match, context=ids, scratch=scratch)
-        return _select(ids, self.selects)
+        found: list[tuple[int, int]] = []
+        self.db.scan(text.encode("ascii"), match_event_handler=_on_match, context=found, scratch=scratch)
+        return _selection(found, self.gates)
 
 
-def _on_match(id: int, start: int, end: int, flags: int, ids: object) -> None:
-    ids.append(id)  # type: ignore[attr-defined]
+def _on_match(id: int, start: int, end: int, flags: int, found: object) -> None:
+    found.append((id, end))  # type: ignore[attr-defined]
 
 
 class Re2Matcher:
@@ -170,16 +294,32 @@ class Re2Matcher:
     def __init__(self, rules: Sequence[Gated]) -> None:
         import re2
 
-        patterns, self.selects = gate_patterns(rules)
+        self.gates = gate_patterns(rules)
         options = re2.Options()
         options.max_mem = 64 << 20
         self.set = re2.Set.SearchSet(options)
-        for pattern in patterns:
-            self.set.Add("(?i)" + pattern)
+        for word in ASSIGNMENT_WORDS:
+            self.set.Add("(?i)" + re.escape(word))
+        for gate in self.gates[len(ASSIGNMENT_WORDS) :]:
+            assert gate is not None
+            self.set.Add(("(?is)" if gate.caseless else "(?s)") + relax(gate.pattern))
         self.set.Compile()
 
-    def select(self, text: str, low: str) -> tuple[list[Any], bool]:
-        return _select(self.set.Match(text.encode("ascii")), self.selects)
+    def select(self, text: str) -> Selection:
+        chosen: list[Gated] = []
+        starts: list[tuple[int, Gated]] = []
+        assignments = False
+        low = None
+        for i in self.set.Match(text.encode("ascii")) or ():
+            gate = self.gates[i]
+            if gate is None:
+                assignments = True
+            elif gate.offset >= 0:  # RE2's sets say which, not where: find where, as the gate says
+                low = text.lower() if low is None else low
+                starts.extend((at, rule) for at in word_starts(low, gate.prefix) for rule in gate.rules)
+            else:
+                chosen.extend(gate.rules)
+        return Selection(_ordered(chosen), starts, assignments, low)
 
 
 _KINDS: dict[str, type[PythonMatcher] | type[HyperscanMatcher] | type[Re2Matcher]] = {
