@@ -46,7 +46,7 @@ SECRET_PAIRS = frozenset(
         ("card", "number"), ("social", "security"), ("session", "key"), ("master", "key"),
         ("encryption", "key"), ("signing", "key"), ("shared", "key"), ("app", "key"), ("license", "key"),
         ("webhook", "url"), ("service", "key"), ("admin", "key"), ("client", "key"), ("write", "key"),
-        ("json", "b64"), ("json", "base64"), ("auth", "key"), ("root", "pass"), ("db", "pass"),
+        ("auth", "key"), ("root", "pass"), ("db", "pass"),
     }
 )  # fmt: skip
 """Two adjacent segments that together name a secret."""
@@ -127,6 +127,8 @@ def _secret_at(words: list[str], i: int) -> tuple[int, int] | None:
         return i, i
     if i and (words[i - 1], word) in SECRET_PAIRS:
         return i - 1, i
+    if word == "json" and words[i + 1 : i + 3] in (["b", "64"], ["base", "64"]):
+        return i, i + 2  # SERVICE_ACCOUNT_JSON_B64: a credentials file, base64-encoded
     if word == "pass" and i and words[i - 1] not in ORDINAL_BEFORE_PASS and i == len(words) - 1:
         return i, i  # REDIS_PASS, SMTP_PASS
     provider_key = word == "key" and i and not provider_words().isdisjoint(words[:i])
