@@ -401,3 +401,11 @@ def test_plain_texts_remember_only_plain_strings(scrubber: Scrubber) -> None:
     assert scrubber.is_plain_text(f"use {secret}") is False
     assert "initial_answer" in scrubber.plain_texts
     assert f"use {secret}" not in scrubber.plain_texts
+
+
+def test_a_secret_ending_a_json_leaf_is_found_in_every_leaf(scrubber: Scrubber) -> None:
+    """A pattern that needs a blank or the text's end after the secret finds it at the end of each
+    leaf of a JSON document, not only of the last one."""
+    secret = "BUNDLE_ENTERPRISE__CONTRIBSYS__COM=de701515:0c65fea9"
+    out = scrubber.scrub_value({"llm": {"endpoint": secret, "list": [1, secret]}})
+    assert "0c65fea9" not in json.dumps(out)

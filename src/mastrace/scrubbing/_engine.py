@@ -276,7 +276,7 @@ class Scrubber:
         if key in SAFE_KEYS or key.startswith("logfire."):
             return value
         match = self.key_match(key)
-        if match is not None and not (value is None or isinstance(value, bool)):
+        if match is not None and not _nothing_to_hide(value):
             return self._redact_key((*root, key), value, match, trail)
         if isinstance(value, str):
             return (
@@ -500,7 +500,10 @@ class Scrubber:
             return tree
         if scan_leaves:
             texts = [node[k] for node, k, _ in leaves]
-            hit_leaves = _leaves_hit(texts, self._find("\x00".join(texts)))
+            # Joined by newlines: a pattern that must be followed by a blank or the end of its text
+            # (`…(?=\s|$)`) finds a secret at a leaf's end too; a hit across leaves only marks each of
+            # them for a look of its own.
+            hit_leaves = _leaves_hit(texts, self._find("\n".join(texts)))
         else:  # nested JSON strings can still hold secret keys
             hit_leaves = set()
         for i, (node, k, leaf_path) in enumerate(leaves):
@@ -523,7 +526,7 @@ class Scrubber:
         names_are_packages = bool(path) and path[-1] == "packages"
         for k, v in items:
             child = (*path, k)
-            if isinstance(k, str) and not names_are_packages and not (v is None or isinstance(v, bool)):
+            if isinstance(k, str) and not names_are_packages and not _nothing_to_hide(v):
                 match = self.key_match(k)
                 if match is not None:
                     node[k] = self._redact_key(child, v, match, trail)
@@ -563,6 +566,11 @@ class Scrubber:
             return None
 
 
+def _nothing_to_hide(value: Any) -> bool:
+    """None, a flag or an empty string under a secret key: kept (`"password": ""` says none is set)."""
+    return value is None or isinstance(value, bool) or value == ""
+
+
 def _merge(hits: list[_Hit]) -> list[_Hit]:
     """Hits sorted by start (the table's order breaks ties); overlapping hits become one."""
     hits.sort(key=lambda h: (h.start, h.rule.index))
@@ -587,7 +595,7 @@ def _hit(rule: _Rule, m: re.Match[str]) -> _Hit:
 
 
 def _leaves_hit(texts: list[str], hits: list[_Hit]) -> set[int]:
-    """Indexes of the leaves, joined by one separator character, that the hits fall in."""
+    """Indexes of the leaves, joined by one newline, that the hits fall in."""
     if not hits:
         return set()
     starts: list[int] = []

@@ -157,7 +157,8 @@ def secret_key_word(key: str) -> tuple[int, int] | None:
     if found is None:
         return None
     last = len(words) - 1
-    if found[1] < last and words[last] in SAFE_LAST_SEGMENTS:
+    gcp_key_id = words[found[0] : found[1] + 1] == ["private", "key"] and words[last] == "id"
+    if found[1] < last and words[last] in SAFE_LAST_SEGMENTS and not gcp_key_id:
         return None
     return segments[found[0]].start(), segments[found[1]].end()
 
