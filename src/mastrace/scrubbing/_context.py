@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from ._names import literal_value_is_secret, looks_like_identifier, secret_key_word
@@ -58,21 +58,31 @@ class KeywordIndex:
 
 
 def find_assignments(
-    text: str, low: str, is_secret_name: Callable[[str], bool], keywords: KeywordIndex
+    text: str,
+    low: str,
+    is_secret_name: Callable[[str], bool],
+    keywords: KeywordIndex,
+    separators: Sequence[int] | None = None,
 ) -> Iterator[Assignment]:
     """`name = "…"`, `name := "…"`, `"name" => "…"`, `name: …`, `NAME=…` with a secret-named name.
 
-    Driven by the separators, which prose has few of: for each `=` or `:`, the name before it is read
-    backwards from the reversed text by one anchored match (no loop per character).
+    Driven by the separators, which prose has few of (or only those in `separators`, where a first
+    pass saw a secret word before one): for each `=` or `:`, the name before it is read backwards
+    from the reversed text by one anchored match (no loop per character).
     """
     backwards = low[::-1]
     size = len(text)
+    for i in _separators(text) if separators is None else separators:
+        found = _assignment_at(text, low, backwards, size, i, is_secret_name, keywords)
+        if found is not None:
+            yield found
+
+
+def _separators(text: str) -> Iterator[int]:
     for sep in "=:":
         i = text.find(sep)
         while i != -1:
-            found = _assignment_at(text, low, backwards, size, i, is_secret_name, keywords)
-            if found is not None:
-                yield found
+            yield i
             i = text.find(sep, i + 1)
 
 
@@ -114,7 +124,7 @@ def _assignment_at(
     return Assignment(begin, end, value, rule_id)
 
 
-_K8S_KIND = re.compile(r"[\"']?kind[\"']?[ \t]*:[ \t]*[\"']?secret[\"']?(?![a-z0-9_-])")
+_K8S_KIND = re.compile(r"kind[\"']?[ \t]*:[ \t]*[\"']?secret[\"']?(?![a-z0-9_-])")
 _K8S_DATA = re.compile(r"^([ \t]*)(?:data|stringdata)[ \t]*:[ \t]*$", re.MULTILINE)
 _K8S_ITEM = re.compile(r"([ \t]+)[a-z0-9_.-]{1,253}[ \t]*:[ \t]*[\"']?([^\s\"'#]{1,65536})")
 

@@ -102,7 +102,7 @@ class ScrubTrail:
             self.paths.append(text)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared and hashed by identity: sets of rules stay cheap
 class _Rule:
     """A compiled rule: from the table (one per word-rule prefix), an environment variable, or a custom
     pattern. `on_low` rules are matched against the lower-cased text (case-insensitive rules: the
@@ -154,7 +154,7 @@ def _table() -> tuple[_Rule, ...]:
 @functools.cache
 def _matcher(name: str | None) -> _matchers.Matcher:
     """The first-pass matcher over the whole table, built once per process and kind."""
-    return _matchers.make(_table(), name)
+    return _matchers.make([rule for rule in _table() if rule.finder != "assignment"], name)
 
 
 # Hits of the assignment finder: a provider's keyword rule names the secret before any other rule that
@@ -371,7 +371,8 @@ class Scrubber:
             self._matches(rule, s, text, low, hits)
         if found.assignments and ("=" in text or ":" in text):
             low = text.lower() if low is None else low
-            for assigned in find_assignments(text, low, self._is_secret_name, self._keywords):
+            assigned_at = find_assignments(text, low, self._is_secret_name, self._keywords, found.separators)
+            for assigned in assigned_at:
                 rule = _KEYWORD_LABELS.get(assigned.rule_id, _ASSIGNMENT)
                 hits.append(_Hit(assigned.start, assigned.end, rule, assigned.match))
         for rule in self._custom:

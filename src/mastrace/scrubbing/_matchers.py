@@ -53,12 +53,15 @@ class Selection:
         starts: Where a word rule's prefix starts a long run: (position, rule), for an anchored match.
         assignments: Whether the text mentions a secret word (look for secret-named assignments).
         low: The lower-cased text, when the matcher made it.
+        separators: Where an `=` or `:` follows a name holding a secret word, when the matcher knows
+            (otherwise every separator of a text that mentions one is looked at).
     """
 
     rules: list[Any]
     starts: list[tuple[int, Any]]
     assignments: bool
     low: str | None = None
+    separators: list[int] | None = None
 
 
 class Matcher(Protocol):
@@ -102,7 +105,11 @@ def word_starts(low: str, prefix: str) -> Iterator[int]:
 
 
 def _ordered(chosen: list[Any]) -> list[Any]:
-    return sorted(set(chosen), key=lambda rule: rule.index) if len(chosen) > 1 else chosen
+    return sorted(dict.fromkeys(chosen), key=_index) if len(chosen) > 1 else chosen
+
+
+def _index(rule: Gated) -> int:
+    return rule.index
 
 
 _SENTINELS = "$~/=:_.-"
@@ -162,8 +169,12 @@ class _Gate:
     prefix: str = ""
 
 
+ASSIGNMENT_GATE = "(?:" + "|".join(ASSIGNMENT_WORDS) + r")[A-Za-z0-9_.-]{0,80}[\"']?[ \t]{0,3}[=:]"
+"""A secret word, then the rest of a name, then a separator: where a secret-named assignment can be."""
+
+
 def gate_patterns(rules: Sequence[Gated]) -> list[_Gate | None]:
-    """Every gate as a pattern, with the rules it selects; the first ones (None) are the assignment words."""
+    """Every gate as a pattern, with the rules it selects; the first one (None) is `ASSIGNMENT_GATE`."""
     gates: dict[tuple[str, bool], _Gate] = {}
     for rule in rules:
         if rule.gate == "word":
@@ -180,7 +191,7 @@ def gate_patterns(rules: Sequence[Gated]) -> list[_Gate | None]:
             keyed = [(re.escape(key), True) for key in rule.keys]
         for pattern, caseless in keyed:
             gates.setdefault((pattern, caseless), _Gate(pattern, caseless, [])).rules.append(rule)
-    return [*([None] * len(ASSIGNMENT_WORDS)), *gates.values()]
+    return [None, *gates.values()]
 
 
 def _word_gate(prefix: str) -> str:
@@ -190,12 +201,13 @@ def _word_gate(prefix: str) -> str:
 
 
 _LOOKAROUND = re.compile(r"\(\?<?[=!]")
-_BIG_REPEAT = re.compile(r"\{(\d+),(\d+)\}")
+_REPEAT = re.compile(r"(?<!\\)\{(\d+)(?:(,)(\d*))?\}")
+_MAX_REPEAT = 24
 
 
 def relax(pattern: str) -> str:
-    """`pattern` without its look-arounds and with repeats capped at 1,000 (RE2's limit): it matches
-    wherever `pattern` does, and perhaps more."""
+    """`pattern` without its look-arounds and with long counted repeats opened (`{64}` becomes
+    `{24,}`): it matches wherever `pattern` does, and perhaps more, with a far smaller automaton."""
     out = []
     i = 0
     while i < len(pattern):
@@ -215,7 +227,7 @@ def relax(pattern: str) -> str:
             depth += c == "("
             depth -= c == ")"
             i += 1
-    return _BIG_REPEAT.sub(_cap, "".join(out))
+    return _REPEAT.sub(_cap, "".join(out))
 
 
 def _class_end(pattern: str, i: int) -> int:
@@ -226,8 +238,9 @@ def _class_end(pattern: str, i: int) -> int:
 
 
 def _cap(m: re.Match[str]) -> str:
-    low, high = int(m.group(1)), int(m.group(2))
-    return m.group(0) if high <= 1000 else f"{{{min(low, 1000)},}}"
+    low = int(m.group(1))
+    high = low if m.group(2) is None else int(m.group(3) or 1 << 30)
+    return m.group(0) if high <= _MAX_REPEAT else f"{{{min(low, _MAX_REPEAT)},}}"
 
 
 def _selection(found: Sequence[tuple[int, int]], gates: list[_Gate | None]) -> Selection:
@@ -240,7 +253,9 @@ def _selection(found: Sequence[tuple[int, int]], gates: list[_Gate | None]) -> S
         if gate is None:
             assignments = True
         elif gate.offset >= 0:
-            starts.extend((end - gate.offset, rule) for rule in gate.rules)
+            at = end - gate.offset
+            for rule in gate.rules:
+                starts.append((at, rule))
         else:
             chosen.extend(gate.rules)
     return Selection(_ordered(chosen), starts, assignments)
@@ -255,7 +270,7 @@ class HyperscanMatcher:
         import hyperscan
 
         self.gates = gate_patterns(rules)
-        patterns = [(re.escape(w), True, False) for w in ASSIGNMENT_WORDS]
+        patterns = [(ASSIGNMENT_GATE, True, True)]
         patterns += [(g.pattern, g.caseless, g.offset >= 0) for g in self.gates if g is not None]
         # A word gate reports every place; the others once. Prefilter mode: what Hyperscan cannot match
         # exactly (look-arounds) it matches more loosely.
@@ -279,7 +294,10 @@ class HyperscanMatcher:
             scratch = self._local.scratch = self._scratch.clone()
         found: list[tuple[int, int]] = []
         self.db.scan(text.encode("ascii"), match_event_handler=_on_match, context=found, scratch=scratch)
-        return _selection(found, self.gates)
+        selection = _selection(found, self.gates)
+        if selection.assignments:
+            selection.separators = [end - 1 for i, end in found if i == 0]
+        return selection
 
 
 def _on_match(id: int, start: int, end: int, flags: int, found: object) -> None:
@@ -297,10 +315,10 @@ class Re2Matcher:
         self.gates = gate_patterns(rules)
         options = re2.Options()
         options.max_mem = 64 << 20
+        options.encoding = re2.Options.Encoding.LATIN1  # the text is ASCII; UTF-8 automata are far slower
         self.set = re2.Set.SearchSet(options)
-        for word in ASSIGNMENT_WORDS:
-            self.set.Add("(?i)" + re.escape(word))
-        for gate in self.gates[len(ASSIGNMENT_WORDS) :]:
+        self.set.Add("(?i)" + ASSIGNMENT_GATE)
+        for gate in self.gates[1:]:
             assert gate is not None
             self.set.Add(("(?is)" if gate.caseless else "(?s)") + relax(gate.pattern))
         self.set.Compile()

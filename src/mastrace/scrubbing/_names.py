@@ -173,6 +173,7 @@ _PLACEHOLDERS = frozenset(
 _DOTTED = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*(?:\.[A-Za-z_$][A-Za-z0-9_$]*)+")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+_DIGIT = re.compile(r"[0-9]")
 
 
 def is_reference(value: str, quoted: bool) -> bool:
@@ -234,17 +235,13 @@ def literal_value_is_secret(key: str, value: str, quoted: bool) -> bool:
     """
     if len(value) < 4 or value.lower() in _PLACEHOLDERS or is_reference(value, quoted):
         return False
-    if set(value) <= set("*xX.-_#"):
+    if not value.strip("*xX.-_#"):
         return False
     words = {m.group().lower() for m in key_segments(key)}
     if words & PASSWORD_WORDS or any(w.endswith(("password", "passwd")) for w in words):
         return True
     if len(value) < 8 or value.isdigit() or looks_like_identifier(value):
         return False
-    classes = (
-        any(c.islower() for c in value)
-        + any(c.isupper() for c in value)
-        + any(c.isdigit() for c in value)
-        + any(not c.isalnum() for c in value)
-    )
+    classes = (value.upper() != value) + (value.lower() != value) + (_DIGIT.search(value) is not None)
+    classes += not value.isalnum()
     return classes >= 2 and shannon_entropy(value) >= entropy_floor(len(value))
