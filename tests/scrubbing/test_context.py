@@ -106,3 +106,25 @@ def test_ordinary_agent_content_is_untouched(scrubber: Scrubber, text: str) -> N
     """SHAs, UUIDs, digests, base64 images, model names, response ids, code and long answers stay."""
     assert scrubber.scrub_text(text) == text
     assert scrubber.is_plain_text(text) or scrubber.scrub_value(text) == text
+
+
+FORMERLY_LEAKED = [
+    "pscale_pw_{{w:43}}", "EZAK{{a:54}}", "sgp_{{h:16}}_{{h:40}}", "fo1_{{w:43}}", "glc_{{a:48}}",
+    "glsa_{{a:32}}_{{h:8}}", "AKCp{{a:69}}", "PMAK-{{h:24}}-{{h:34}}", "pul-{{h:40}}", "pnu_{{a:36}}",
+    "dp.pt.{{a:43}}", "dt0c01.{{u:24}}.{{a:64}}", "xkeysib-{{h:64}}-{{a:16}}", "EAAA{{w:60}}",
+    "sha256~{{w:43}}",
+    "xoxa-2-{{a:40}}", "xoxs-{{d:10}}-{{d:10}}-{{h:30}}", "ABSK{{b:132}}", "AC{{h:32}}:{{h:32}}",
+    "curl -u elastic:P@ssw0rd$1 https://es:9200", 'artifactoryApiKey := "{{a:40}}"',
+    "kind: Secret\ndata:\n  token: {{b:40}}\n", '<add key="Password" value="{{a:16}}" />',
+    '"secret_key" => "{{a:24}}"', 'asana_api_token = "{{d:16}}"',
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("template", FORMERLY_LEAKED)
+def test_formats_that_used_to_leave_unscrubbed_are_scrubbed(scrubber: Scrubber, template: str) -> None:
+    """Each format an earlier table let through, written as users write it, is scrubbed now."""
+    text = expand(template)
+    out = scrubber.scrub_text(text)
+    assert "[Scrubbed" in out
+    secret = text.split("=", 1)[-1].split(":", 1)[-1] if "{{" not in template else None
+    assert secret is None or secret not in out
