@@ -1,4 +1,4 @@
-"""Tests for mastrace._scrubbing: secret keys, secret shapes, safe keys and the scrubbed trail."""
+"""The scrubbing engine (`scrubbing._engine`): secret keys, secret shapes, safe keys and the trail."""
 
 from __future__ import annotations
 
