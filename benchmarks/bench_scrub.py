@@ -7,9 +7,9 @@ for each first-pass matcher installed (Hyperscan, RE2, pure Python).
    one span in four; `--prompt-every`, `--prompt-chars`); tool calls with arguments. Every export goes
    through the export thread's transform (`prepare_span`) into a fresh `LocalStoreExporter`, without a
    scrubber (off) or with one per matcher. The variants alternate, `--repeat` times each; the best run
-   of each is compared.
-2. Per value (CPU time of this process, which a loaded machine disturbs less than wall time): µs to
-   scrub one value of each kind (prose, agent content, look-alikes, configs, tool
+   of each is compared. Times are this process's CPU time (all its threads, system time included):
+   on a shared machine, other processes' load moves wall time by ±50% and CPU time far less.
+2. Per value (CPU time): µs to scrub one value of each kind (prose, agent content, look-alikes, configs, tool
    arguments, secrets alone, a prose answer holding one secret, secret-dense prose: a secret of the rule
    table every ~250 characters of the same prose), as a ratio to plain prose of the same length.
 3. Worst case (CPU time): µs per KB over adversarial 100 KB texts (each gate string repeated, near misses,
@@ -140,10 +140,10 @@ def time_ingest(spans: list[ReadableSpan], scrubber: Scrubber | None, batch: int
     limits = Limits()
     with tempfile.TemporaryDirectory(prefix="mastrace-bench-") as store:
         exporter = LocalStoreExporter(store)
-        start = time.perf_counter()
+        start = time.process_time()
         for i in range(0, len(spans), batch):
             exporter.export([prepare_span(s, scrubber, limits) for s in spans[i : i + batch]])
-        elapsed = time.perf_counter() - start
+        elapsed = time.process_time() - start
         exporter.shutdown()
         assert exporter.failed_spans == 0
     return elapsed

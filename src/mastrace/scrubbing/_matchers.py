@@ -65,6 +65,10 @@ class Selection:
     separators: list[int] | None = None
 
 
+NOTHING = Selection([], [], False)
+"""The selection of a text no gate matched (shared: never modified)."""
+
+
 class Matcher(Protocol):
     """One pass over an ASCII text that picks the rules it needs and where word rules may start."""
 
@@ -295,6 +299,8 @@ class HyperscanMatcher:
             scratch = self._local.scratch = self._scratch.clone()
         found: list[tuple[int, int]] = []
         self.db.scan(text.encode("ascii"), match_event_handler=_on_match, context=found, scratch=scratch)
+        if not found:
+            return NOTHING
         selection = _selection(found, self.gates)
         if selection.assignments:
             selection.separators = [end - 1 for i, end in found if i == 0]
