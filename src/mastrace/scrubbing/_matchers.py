@@ -162,7 +162,9 @@ class PythonMatcher:
                 for key, rules in groups:
                     if key in low:
                         chosen.extend(rules)
-        return Selection(_ordered(chosen), starts, mentions_secret_word(low), low)
+        # An assignment needs a separator: most prose without one is spared the secret words' search.
+        assignments = ("=" in low or ":" in low) and mentions_secret_word(low)
+        return Selection(_ordered(chosen), starts, assignments, low)
 
 
 @dataclass
