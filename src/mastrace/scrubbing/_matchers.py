@@ -8,12 +8,12 @@ Three interchangeable matchers make the same decision; only the speed differs:
   Hyperscan database, scanned once in linear time;
 - `Re2Matcher` (`google-re2`): the same patterns as one `re2.Set`.
 
-A word rule's gate (its prefix at the start of a run of `MIN_TOKEN_LEN` token characters) and the
-assignment words are compiled exactly. A text or shape rule is selected by `PythonMatcher` when its hint
-occurs (for a shape rule, inside a long run), by the compiled matchers when a relaxed form of its whole
-pattern matches (look-arounds dropped, so it matches wherever the pattern does): the engine keeps a
-match of a text rule only when its hint occurs, and of a shape rule only inside a long run holding its
-hint, so every matcher finds the same secrets while the compiled ones try fewer patterns.
+Every matcher selects the same rules: a word rule where its prefix starts a run of `MIN_TOKEN_LEN`
+token characters (the compiled matchers report the prefix, the run's length is checked after), a text
+rule when one of its hints occurs, assignments where a secret word precedes a separator. A shape rule
+is selected by `PythonMatcher` when a long run holds its hint, by the compiled matchers when a relaxed
+form of its whole pattern matches (look-arounds dropped, so it matches wherever the pattern does); the
+engine keeps a shape match only inside a long run holding the hint, so all find the same secrets.
 """
 
 from __future__ import annotations
@@ -100,11 +100,9 @@ _RUN_SET = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012345
 
 def word_starts(low: str, prefix: str) -> Iterator[int]:
     """Where `prefix` starts a run of `MIN_TOKEN_LEN` token characters in ASCII `low` (the word gate)."""
-    end = max(len(prefix), MIN_TOKEN_LEN)
     i = low.find(prefix)
     while i != -1:
-        starts_run = not i or low[i - 1] not in _RUN_SET
-        if starts_run and i + end <= len(low) and all(c in _RUN_SET for c in low[i : i + end]):
+        if (not i or low[i - 1] not in _RUN_SET) and starts_run(low, i, prefix):
             yield i
         i = low.find(prefix, i + 1)
 
@@ -167,33 +165,34 @@ class PythonMatcher:
         return Selection(_ordered(chosen), starts, assignments, low)
 
 
+ASSIGNMENT_GATE = "(?:" + "|".join(ASSIGNMENT_WORDS) + r")[A-Za-z0-9_.-]*[\"']?[ \t]{0,3}[=:]"
+"""A secret word, then the rest of a name, then a separator: where a secret-named assignment can be."""
+
+
 @dataclass
 class _Gate:
     pattern: str
     caseless: bool
     rules: list[Any]
-    offset: int = -1  # for a word gate: the length of prefix and run it matches (its start is end - offset)
-    prefix: str = ""
-
-
-ASSIGNMENT_GATE = "(?:" + "|".join(ASSIGNMENT_WORDS) + r")[A-Za-z0-9_.-]{0,80}[\"']?[ \t]{0,3}[=:]"
-"""A secret word, then the rest of a name, then a separator: where a secret-named assignment can be."""
+    prefix: str = ""  # a word gate's prefix: reported where it follows no run character
 
 
 def gate_patterns(rules: Sequence[Gated]) -> list[_Gate | None]:
-    """Every gate as a pattern, with the rules it selects; the first one (None) is `ASSIGNMENT_GATE`."""
+    """Every gate as a pattern, with the rules it selects; the first one (None) is `ASSIGNMENT_GATE`.
+
+    Cheap to compile (a few milliseconds for the whole table): a word rule's prefix (that it starts a
+    long run is checked afterwards, as `word_starts` does), a text rule's hints, and a shape rule's
+    whole pattern relaxed (its hints, such as `.`, are too common to select it by).
+    """
     gates: dict[tuple[str, bool], _Gate] = {}
     for rule in rules:
         if rule.gate == "word":
             for key in rule.keys:
-                pattern = _word_gate(key)
-                gate = gates.setdefault(
-                    (pattern, True), _Gate(pattern, True, [], max(len(key), MIN_TOKEN_LEN))
-                )
-                gate.rules.append(rule)
+                pattern = re.escape(key)
+                gates.setdefault((pattern, True), _Gate(pattern, True, [], key)).rules.append(rule)
             continue
-        if rule.regex is not None:
-            keyed = [(rule.regex.pattern, rule.on_low)]
+        if rule.gate == "shape" and rule.regex is not None:
+            keyed = [(relax(rule.regex.pattern), rule.on_low)]
         else:
             keyed = [(re.escape(key), True) for key in rule.keys]
         for pattern, caseless in keyed:
@@ -201,10 +200,13 @@ def gate_patterns(rules: Sequence[Gated]) -> list[_Gate | None]:
     return [None, *gates.values()]
 
 
-def _word_gate(prefix: str) -> str:
-    need = max(0, MIN_TOKEN_LEN - len(prefix))
-    tail = f"[{RUN}]{{{need}}}" if need else ""
-    return f"(?:^|[^{RUN}]){re.escape(prefix)}{tail}"
+_RUN_ONLY = re.compile(f"[{RUN}]+")
+
+
+def starts_run(text: str, at: int, prefix: str) -> bool:
+    """Whether `MIN_TOKEN_LEN` run characters (or the prefix's length, if longer) follow `at`."""
+    end = at + max(len(prefix), MIN_TOKEN_LEN)
+    return end <= len(text) and _RUN_ONLY.fullmatch(text, at, end) is not None
 
 
 _LOOKAROUND = re.compile(r"\(\?<?[=!]")
@@ -250,7 +252,7 @@ def _cap(m: re.Match[str]) -> str:
     return m.group(0) if high <= _MAX_REPEAT else f"{{{min(low, _MAX_REPEAT)},}}"
 
 
-def _selection(found: Sequence[tuple[int, int]], gates: list[_Gate | None]) -> Selection:
+def _selection(found: Sequence[tuple[int, int]], gates: list[_Gate | None], text: str) -> Selection:
     """A selection from (gate index, end offset) pairs."""
     chosen: list[Gated] = []
     starts: list[tuple[int, Gated]] = []
@@ -259,10 +261,11 @@ def _selection(found: Sequence[tuple[int, int]], gates: list[_Gate | None]) -> S
         gate = gates[i]
         if gate is None:
             assignments = True
-        elif gate.offset >= 0:
-            at = end - gate.offset
-            for rule in gate.rules:
-                starts.append((at, rule))
+        elif gate.prefix:
+            at = end - len(gate.prefix)
+            if (not at or text[at - 1] not in _RUN_SET) and starts_run(text, at, gate.prefix):
+                for rule in gate.rules:
+                    starts.append((at, rule))
         else:
             chosen.extend(gate.rules)
     return Selection(_ordered(chosen), starts, assignments)
@@ -278,13 +281,13 @@ class HyperscanMatcher:
 
         self.gates = gate_patterns(rules)
         patterns = [(ASSIGNMENT_GATE, True, True)]
-        patterns += [(g.pattern, g.caseless, g.offset >= 0) for g in self.gates if g is not None]
+        patterns += [(g.pattern, g.caseless, bool(g.prefix)) for g in self.gates if g is not None]
         # A word gate reports every place; the others once. Prefilter mode: what Hyperscan cannot match
         # exactly (look-arounds) it matches more loosely.
         once = hyperscan.HS_FLAG_SINGLEMATCH | hyperscan.HS_FLAG_PREFILTER | hyperscan.HS_FLAG_DOTALL
         self.db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
         self.db.compile(
-            expressions=[relax(p).encode() for p, _, _ in patterns],
+            expressions=[p.encode() for p, _, _ in patterns],
             ids=list(range(len(patterns))),
             elements=len(patterns),
             flags=[
@@ -303,7 +306,7 @@ class HyperscanMatcher:
         self.db.scan(text.encode("ascii"), match_event_handler=_on_match, context=found, scratch=scratch)
         if not found:
             return NOTHING
-        selection = _selection(found, self.gates)
+        selection = _selection(found, self.gates, text)
         if selection.assignments:
             selection.separators = [end - 1 for i, end in found if i == 0]
         return selection
@@ -329,7 +332,7 @@ class Re2Matcher:
         self.set.Add("(?i)" + ASSIGNMENT_GATE)
         for gate in self.gates[1:]:
             assert gate is not None
-            self.set.Add(("(?is)" if gate.caseless else "(?s)") + relax(gate.pattern))
+            self.set.Add(("(?is)" if gate.caseless else "(?s)") + gate.pattern)
         self.set.Compile()
 
     def select(self, text: str) -> Selection:
@@ -341,7 +344,7 @@ class Re2Matcher:
             gate = self.gates[i]
             if gate is None:
                 assignments = True
-            elif gate.offset >= 0:  # RE2's sets say which, not where: find where, as the gate says
+            elif gate.prefix:  # RE2's sets say which, not where: find where, as the gate says
                 low = text.lower() if low is None else low
                 starts.extend((at, rule) for at in word_starts(low, gate.prefix) for rule in gate.rules)
             else:
