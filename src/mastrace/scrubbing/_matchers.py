@@ -10,10 +10,11 @@ Three interchangeable matchers make the same decision; only the speed differs:
 
 Every matcher selects the same rules: a word rule where its prefix starts a run of `MIN_TOKEN_LEN`
 token characters (the compiled matchers report the prefix, the run's length is checked after), a text
-rule when one of its hints occurs, assignments where a secret word precedes a separator. A shape rule
-is selected by `PythonMatcher` when a long run holds its hint, by the compiled matchers when a relaxed
-form of its whole pattern matches (look-arounds dropped, so it matches wherever the pattern does); the
-engine keeps a shape match only inside a long run holding the hint, so all find the same secrets.
+rule when one of its hints occurs, assignments where a secret word precedes a separator. A shape rule,
+or a text rule whose hints are common (`=`, `ac`), is selected by `PythonMatcher` by its hints, by the
+compiled matchers when a relaxed form of its whole pattern matches (look-arounds dropped, so it matches
+wherever the pattern does); the engine keeps a match only where the hint is (a shape match inside a long
+run holding it), so all find the same secrets.
 """
 
 from __future__ import annotations
@@ -180,9 +181,10 @@ class _Gate:
 def gate_patterns(rules: Sequence[Gated]) -> list[_Gate | None]:
     """Every gate as a pattern, with the rules it selects; the first one (None) is `ASSIGNMENT_GATE`.
 
-    Cheap to compile (a few milliseconds for the whole table): a word rule's prefix (that it starts a
-    long run is checked afterwards, as `word_starts` does), a text rule's hints, and a shape rule's
-    whole pattern relaxed (its hints, such as `.`, are too common to select it by).
+    Cheap to compile (milliseconds for the whole table): a word rule's prefix (that it starts a long
+    run is checked afterwards, as `word_starts` does), a text rule's hints, and the whole pattern,
+    relaxed, of a shape rule and of a text rule whose hints are too common to select it by (`.`, `=`,
+    `ac`).
     """
     gates: dict[tuple[str, bool], _Gate] = {}
     for rule in rules:
@@ -191,7 +193,8 @@ def gate_patterns(rules: Sequence[Gated]) -> list[_Gate | None]:
                 pattern = re.escape(key)
                 gates.setdefault((pattern, True), _Gate(pattern, True, [], key)).rules.append(rule)
             continue
-        if rule.gate == "shape" and rule.regex is not None:
+        weak = rule.gate == "shape" or all(len(key) <= _WEAK_HINT for key in rule.keys)
+        if weak and rule.regex is not None:
             keyed = [(relax(rule.regex.pattern), rule.on_low)]
         else:
             keyed = [(re.escape(key), True) for key in rule.keys]
@@ -200,6 +203,7 @@ def gate_patterns(rules: Sequence[Gated]) -> list[_Gate | None]:
     return [None, *gates.values()]
 
 
+_WEAK_HINT = 3  # hints this short (`=`, `://`, `ac`) occur in most texts
 _RUN_ONLY = re.compile(f"[{RUN}]+")
 
 
