@@ -28,7 +28,7 @@ def main() -> None:
 
     import mastrace
     from mastrace import AgentMixin, ConfigurableMixin, Registry, TokenUsage
-    from mastrace._scrubbing import Scrubber
+    from mastrace.scrubbing._engine import Scrubber
 
     provider = TracerProvider()
     provider.add_span_processor(BatchSpanProcessor(DroppingExporter(), max_queue_size=1 << 20))

@@ -1,14 +1,21 @@
-"""Local-store ingest with scrubbing on vs off, on spans with realistic attributes.
+"""Scrubbing: local-store ingest with scrubbing on vs off, the cost per value, and the worst case per KB,
+for each first-pass matcher installed (Hyperscan, RE2, pure Python).
 
-The spans are what a multi-agent run writes: per session one `coordination.session` span with a
-gathered config of ~2 KB JSON; agent rounds with ids, usage and model names; LLM calls carrying a
-prompt and a completion of distinct prose each (by default 2,000 + 1,000 characters on one span in
-four; `--prompt-every`, `--prompt-chars`); tool calls with arguments. Every export goes through
-the export thread's transform (`prepare_span`) and into a fresh `LocalStoreExporter`, with the
-full rule table (scrubbing on) or without a scrubber (off).
-The two variants alternate, `--repeat` times each; the best run of each is compared.
+1. Ingest. The spans are what a multi-agent run writes: per session one `coordination.session` span
+   with a gathered config of ~2 KB JSON; agent rounds with ids, usage and model names; LLM calls
+   carrying a prompt and a completion of distinct prose each (by default 2,000 + 1,000 characters on
+   one span in four; `--prompt-every`, `--prompt-chars`); tool calls with arguments. Every export goes
+   through the export thread's transform (`prepare_span`) into a fresh `LocalStoreExporter`, without a
+   scrubber (off) or with one per matcher. The variants alternate, `--repeat` times each; the best run
+   of each is compared. Times are this process's CPU time (all its threads, system time included):
+   on a shared machine, other processes' load moves wall time by ±50% and CPU time far less.
+2. Per value (CPU time): µs to scrub one value of each kind (prose, agent content, look-alikes, configs, tool
+   arguments, secrets alone, a prose answer holding one secret, secret-dense prose: a secret of the rule
+   table every ~250 characters of the same prose), as a ratio to plain prose of the same length.
+3. Worst case (CPU time): µs per KB over adversarial 100 KB texts (each gate string repeated, near misses,
+   separators), the slowest text for each matcher.
 
-Run: `python benchmarks/bench_scrub.py [--spans N] [--repeat N]`
+Run: `python benchmarks/bench_scrub.py [--spans N] [--repeat N] [--matchers hyperscan,python]`
 """
 
 from __future__ import annotations
@@ -25,9 +32,11 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
-from mastrace._scrubbing import Scrubber
 from mastrace._snapshot import Limits
 from mastrace._transform import prepare_span
+from mastrace.scrubbing._engine import Scrubber, ScrubTrail
+from mastrace.scrubbing._matchers import available
+from mastrace.scrubbing._table import RULES, expand
 from mastrace.store import LocalStoreExporter
 
 TARGET_SPANS_PER_S = 100_000
@@ -131,13 +140,105 @@ def time_ingest(spans: list[ReadableSpan], scrubber: Scrubber | None, batch: int
     limits = Limits()
     with tempfile.TemporaryDirectory(prefix="mastrace-bench-") as store:
         exporter = LocalStoreExporter(store)
-        start = time.perf_counter()
+        start = time.process_time()
         for i in range(0, len(spans), batch):
             exporter.export([prepare_span(s, scrubber, limits) for s in spans[i : i + batch]])
-        elapsed = time.perf_counter() - start
+        elapsed = time.process_time() - start
         exporter.shutdown()
         assert exporter.failed_spans == 0
     return elapsed
+
+
+def _values(rnd: random.Random, chars: int) -> dict[str, list[str]]:
+    """Values of each kind, 40 of each, about `chars` long where the kind has a length."""
+    samples = [expand(t) for rule in RULES for t in rule.samples]
+    negatives = [expand(t) for rule in RULES for t in rule.negatives]
+
+    def dense() -> str:
+        out, size = [], 0
+        while size < chars:
+            part = _prose(rnd, 250) + " " + rnd.choice(samples) + " "
+            out.append(part)
+            size += len(part)
+        return "".join(out)[:chars]
+
+    agent = (
+        "commit 3f786850e387550fdab836ed7e6dc881de23001b, request 550e8400-e29b-41d4-a716-446655440000, "
+        "image sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08, model "
+        "gpt-4o-mini-2024-07-18, response resp_67ccd2bed1ec8190b14f964abc0542670bb6a6b4, "
+        "def get_api_key(self):\n    return self._api_key or os.environ.get('API_KEY')\n"
+    )
+    config = json.dumps(
+        {"agents": [{"id": f"a{i}", "model": "gpt-4o", "max_tokens": 4096} for i in range(8)]}
+    )
+    return {
+        "plain prose": [_prose(rnd, chars) for _ in range(40)],
+        "agent content": [(agent * (chars // len(agent) + 1))[:chars] for _ in range(40)],
+        "look-alikes": [" ".join(rnd.sample(negatives, 12)) for _ in range(40)],
+        "config (JSON)": [config for _ in range(40)],
+        "tool arguments": [
+            json.dumps({"path": f"src/mod_{i}.py", "query": _prose(rnd, 120)}) for i in range(40)
+        ],
+        "secrets alone": [rnd.choice(samples) for _ in range(40)],
+        "prose with a secret": [
+            _prose(rnd, chars // 2) + f" {rnd.choice(samples)} " + _prose(rnd, chars // 2) for _ in range(40)
+        ],
+        "secret-dense prose": [dense() for _ in range(40)],
+    }
+
+
+def per_value(
+    scrubbers: dict[str, Scrubber], values: dict[str, list[str]], rounds: int = 7
+) -> dict[str, dict[str, float]]:
+    """µs per value (best of `rounds`), for each kind and matcher."""
+    out: dict[str, dict[str, float]] = {}
+    for kind, texts in values.items():
+        out[kind] = {}
+        for name, scrubber in scrubbers.items():
+            best = float("inf")
+            for _ in range(rounds):
+                start = time.process_time()
+                for text in texts:
+                    scrubber._scrub_string_uncached(text, (), ScrubTrail(), 0)
+                best = min(best, (time.process_time() - start) / len(texts) * 1e6)
+            out[kind][name] = best
+    return out
+
+
+def _adversarial(size: int) -> dict[str, str]:
+    """Texts of `size` characters built to make a careless scrubber slow: gate strings repeated, near
+    misses, separators."""
+    texts: dict[str, str] = {
+        "letters": "a" * size,
+        "separators": "=: " * (size // 3),
+        "secret words and separators": "password=token: key=" * (size // 20),
+    }
+    for rule in RULES:
+        for key in rule.keys[:2]:
+            texts[f"{rule.id} gate repeated"] = (key * (size // max(1, len(key)) + 1))[:size]
+            texts[f"{rule.id} near misses"] = ((key + "a" * 19 + "!") * (size // (len(key) + 20) + 1))[:size]
+    return texts
+
+
+def _per_kb(scrubber: Scrubber, label: str, size: int) -> float:
+    text = _adversarial(size)[label]
+    start = time.process_time()
+    scrubber.scrub_text(text)
+    return (time.process_time() - start) * 1e6 / (len(text) / 1024)
+
+
+def worst_case(scrubbers: dict[str, Scrubber], size: int = 100_000) -> dict[str, tuple[float, str]]:
+    """The slowest µs per KB over adversarial texts of `size` characters, and which text."""
+    texts = _adversarial(size)
+    out = {}
+    for name, scrubber in scrubbers.items():
+        worst = (0.0, "")
+        for label, text in texts.items():
+            start = time.process_time()
+            scrubber.scrub_text(text)
+            worst = max(worst, ((time.process_time() - start) * 1e6 / (len(text) / 1024), label))
+        out[name] = worst
+    return out
 
 
 def main() -> None:
@@ -146,24 +247,55 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--prompt-every", type=int, default=4, help="one LLM span with a prompt per N spans")
     parser.add_argument("--prompt-chars", type=int, default=2000, help="prompt size (the completion is half)")
+    parser.add_argument(
+        "--matchers", default=",".join(available()), help="comma-separated, of " + ", ".join(available())
+    )
+    parser.add_argument("--skip-ingest", action="store_true", help="only the per-value and worst-case parts")
     args = parser.parse_args()
+    matchers = [m for m in args.matchers.split(",") if m]
+    scrubbers = {m: Scrubber(matcher=m) for m in matchers}
+    if not args.skip_ingest:
+        ingest(args, matchers)
+    rnd = random.Random(11)
+    values = _values(rnd, 2000)
+    costs = per_value(scrubbers, values)
+    print("\nper value, µs (best of 7) and ratio to plain prose of the same length:")
+    print(f"  {'kind':<20}" + "".join(f"{m:>22}" for m in matchers))
+    for kind, row in costs.items():
+        cells = "".join(f"{row[m]:>12.1f} ({row[m] / costs['plain prose'][m]:4.1f}×)  " for m in matchers)
+        print(f"  {kind:<20}{cells}")
+    for m in matchers:
+        ratio = costs["secret-dense prose"][m] / costs["plain prose"][m]
+        print(f"secret-dense / plain ({m}): {ratio:.2f} (goal <= 2)")
+    print("\nworst case, µs per KB over adversarial 100 KB texts (and the same text at 10 KB and 1 MB):")
+    for m, (us, label) in worst_case(scrubbers).items():
+        sizes = ", ".join(f"{_per_kb(scrubbers[m], label, n):.0f}" for n in (10_000, 1_000_000))
+        print(f"  {m:<10} {us:8.1f} µs/KB  ({label}; {sizes} µs/KB)")
+
+
+def ingest(args: argparse.Namespace, matchers: list[str]) -> None:
     spans = build_spans(args.spans, args.prompt_every, args.prompt_chars)
     mean_bytes = sum(len(json.dumps(dict(s.attributes or {}))) for s in spans) / len(spans)
-    on: list[float] = []
-    off: list[float] = []
+    runs: dict[str, list[float]] = {"off": [], **{m: [] for m in matchers}}
     for _ in range(args.repeat):
-        off.append(time_ingest(spans, None))
-        on.append(time_ingest(spans, Scrubber()))  # a new scrubber: its caches start empty
-    rate_on, rate_off = len(spans) / min(on), len(spans) / min(off)
+        runs["off"].append(time_ingest(spans, None))
+        for m in matchers:
+            runs[m].append(time_ingest(spans, Scrubber(matcher=m)))  # a new scrubber: its caches start empty
     print(
         f"spans:              {len(spans):,} (attributes {mean_bytes:,.0f} bytes on average; a prompt of "
         f"{args.prompt_chars:,} chars and a completion of half that on one span in {args.prompt_every})"
     )
-    for label, runs in (("off", off), ("on ", on)):
-        best, median = len(spans) / min(runs), len(spans) / statistics.median(runs)
-        print(f"scrubbing {label} (best of {args.repeat}): {best:,.0f} spans/s (median {median:,.0f})")
-    print(f"on/off ratio:       {rate_on / rate_off:.2f} (goal >= {TARGET_RATIO})")
-    print(f"on vs target:       {rate_on / TARGET_SPANS_PER_S:.2f}x of {TARGET_SPANS_PER_S:,} spans/s")
+    rate_off = len(spans) / min(runs["off"])
+    for label, times in runs.items():
+        best, median = len(spans) / min(times), len(spans) / statistics.median(times)
+        name = "scrubbing off" if label == "off" else f"scrubbing on, {label}"
+        print(f"{name:<28} (best of {args.repeat}): {best:,.0f} spans/s (median {median:,.0f})")
+    for m in matchers:
+        rate = len(spans) / min(runs[m])
+        print(
+            f"on/off ratio, {m:<10} {rate / rate_off:.2f} (goal >= {TARGET_RATIO}); "
+            f"{rate / TARGET_SPANS_PER_S:.2f}x of {TARGET_SPANS_PER_S:,} spans/s"
+        )
 
 
 if __name__ == "__main__":

@@ -16,9 +16,9 @@ from bench_store import build_spans
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 
-from mastrace._scrubbing import Scrubber
 from mastrace._snapshot import Limits
 from mastrace._transform import prepare_span
+from mastrace.scrubbing._engine import Scrubber
 from mastrace.serve import start_intake
 from mastrace.store import LocalStoreExporter
 

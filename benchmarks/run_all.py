@@ -21,6 +21,7 @@ SCRIPTS = {
     "bench_store.py": ([], ["--spans", "20000", "--repeat", "2"]),
     "bench_load.py": ([], ["--sessions", "2000", "--chunk", "250"]),
     "bench_scrub.py": ([], ["--spans", "10000", "--repeat", "2"]),
+    "bench_secret_corpus.py": ([], []),
     "bench_outage.py": ([], ["--spans", "50000", "--outage", "2"]),
     "bench_openai.py": ([], ["--n", "20", "--rounds", "5"]),
     "bench_serve.py": ([], ["--spans", "20000"]),

@@ -1,6 +1,7 @@
 """Every sample of the secret rule table, in every place a value can leave the process, checked in
-the bytes that leave: the local store's files, the OTLP requests a loopback receiver got, and what
-Logfire exports.
+the bytes that leave: the local store's files, the OTLP requests a loopback receiver got, what Logfire
+exports, what `mastrace serve` stores from a plain OpenTelemetry app, and what `push`, `export`,
+`view` and the serve UI's JSON API give out of the store.
 
 Placements: an attribute under an ordinary key, `set_attribute` inside prose, a nested dict, a
 dataclass, a pydantic model, an exception (message, stack trace, status), the span name, an event,
@@ -11,6 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import html
+import io
+import json
 import re
 import threading
 from collections.abc import Callable, Iterator
@@ -26,24 +30,29 @@ from opentelemetry.trace import Link
 
 import mastrace
 from mastrace import ConfigurableMixin, CoordinationMixin, Registry
-from mastrace._scrubbing import Scrubber
-from mastrace._secret_rules import RULES, SecretRule
+from mastrace.scrubbing._engine import Scrubber, _table
+from mastrace.scrubbing._table import RULES, SecretRule, expand
 
-SAMPLES: list[tuple[SecretRule, str]] = [(rule, sample) for rule in RULES for sample in rule.samples]
+SAMPLES: list[tuple[SecretRule, str]] = [(rule, expand(sample)) for rule in RULES for sample in rule.samples]
 PROBE = "probe"  # the attribute naming (sample index, placement) on each span
+
+
+_WORD = re.compile(r"-*(?:[A-Z]+|[a-z]+)-*")  # a plain word (`PRIVATE`, `KEY-----`) is no evidence of a leak
 
 
 def secret_chunks(rule: SecretRule, sample: str) -> list[str]:
     """The pieces of `sample` that must never leave: what scrubbing removes, split at whitespace
     and quotes (JSON escapes a newline, so a PEM body is looked for line by line)."""
-    flags = re.IGNORECASE if rule.ignore_case else 0
     removed: list[str] = []
-    if rule.gate != "assignment":
-        for m in re.finditer(rule.pattern, sample, flags):
-            start = m.end("p") if "p" in m.re.groupindex and m.group("p") is not None else m.start()
-            removed.append(sample[start : m.end()])
+    for compiled in _table():
+        if compiled.kind == rule.id and compiled.regex is not None:
+            for m in compiled.regex.finditer(sample.lower() if compiled.on_low else sample):
+                start = m.end("p") if "p" in m.re.groupindex and m.group("p") is not None else m.start()
+                removed.append(sample[start : m.end()])
     removed += [sample[hit.start : hit.end] for hit in Scrubber()._find(sample)]
     chunks = {c for part in removed for c in re.split(r"[\s\"'\\]+", part) if len(c) >= 6}
+    distinctive = {c for c in chunks if not _WORD.fullmatch(c)}
+    chunks = distinctive or {part for part in removed if len(part) >= 6}
     assert chunks, f"{rule.id}: nothing secret found in its own sample {sample!r}"
     return sorted(chunks)
 
@@ -198,12 +207,14 @@ def receiver() -> Iterator[Receiver]:
 
 
 def _emit_all() -> int:
+    """Every sample in every placement; one trace per placement (read back by `export` and `view`)."""
     tracer = mastrace.get_tracer("placements")
     tried = 0
-    for i, (_rule, sample) in enumerate(SAMPLES):
-        for name, place in PLACEMENTS.items():
-            place(tracer, f"{i}:{name}", sample)
-            tried += 1
+    for name, place in PLACEMENTS.items():
+        with tracer.span(f"placement {name}"):
+            for i, (_rule, sample) in enumerate(SAMPLES):
+                place(tracer, f"{i}:{name}", sample)
+                tried += 1
     return tried
 
 
@@ -241,7 +252,7 @@ def test_no_sample_leaves_in_any_placement(tmp_path: Path, receiver: Receiver) -
     seen_otlp, otlp_leaks = _leaks([span for span, _ in receiver.spans()], "otlp")
     leaks += otlp_leaks
     every = {(i, name) for i in range(len(SAMPLES)) for name in PLACEMENTS}
-    assert tried == len(SAMPLES) * len(PLACEMENTS) == len(every) >= 640
+    assert tried == len(SAMPLES) * len(PLACEMENTS) == len(every) >= 3000
     assert seen_store == every, f"{len(every - seen_store)} placements missing from the store"
     assert seen_otlp == every, f"{len(every - seen_otlp)} placements missing at the receiver"
     assert not leaks, "\n".join(leaks[:40])
@@ -320,7 +331,7 @@ def test_resource_attributes_are_scrubbed_for_logfire(
 def test_every_sample_is_scrubbed_inside_non_ascii_prose(prose: str) -> None:
     """Non-ASCII text is searched on an ASCII copy: every sample of the rule table is still found
     there, before, after and between accented, CJK and emoji characters."""
-    from mastrace._scrubbing import ScrubTrail
+    from mastrace.scrubbing._engine import ScrubTrail
 
     scrubber = Scrubber()
     for (rule, sample), chunks in zip(SAMPLES, CHUNKS, strict=True):
@@ -329,3 +340,137 @@ def test_every_sample_is_scrubbed_inside_non_ascii_prose(prose: str) -> None:
         assert not scrubber.is_plain_text(text), rule.id
         leaked = [c for c in chunks if c in out]
         assert not leaked, f"{rule.id}: {leaked} left in {out!r}"
+
+
+_PROBES = re.compile(r"(\d+):(" + "|".join(PLACEMENTS) + r")\b")
+_ALL_CHUNKS = [(i, chunk) for i, chunks in enumerate(CHUNKS) for chunk in chunks]
+
+
+def _scan(documents: list[str], where: str) -> tuple[set[tuple[int, str]], list[str]]:
+    """The (sample, placement) probes seen in whole documents, and a note for every secret chunk found
+    in them as written or HTML-escaped."""
+    seen: set[tuple[int, str]] = set()
+    leaks: list[str] = []
+    for document in documents:
+        seen.update((int(m.group(1)), m.group(2)) for m in _PROBES.finditer(document))
+        for i, chunk in _ALL_CHUNKS:
+            if chunk in document or html.escape(chunk) in document:
+                leaks.append(f"{where}: {SAMPLES[i][0].id} chunk {chunk[:24]!r}")
+    return seen, leaks
+
+
+def _cli(*args: str) -> str:
+    """Run a `mastrace` command in this process; its standard output."""
+    from mastrace.cli import main
+
+    out = io.StringIO()
+    code = main(list(args), stdout=out)
+    assert code == 0, (args, out.getvalue())
+    return out.getvalue()
+
+
+def _carries(placement: str, span_name: str) -> bool:
+    """Whether a span of that name, in that placement's trace, is the one carrying a sample."""
+    if placement == "span_name":
+        return span_name.startswith("fetch ")
+    return span_name == {"event": "note", "config_snapshot": "coordination.session"}.get(placement, "work")
+
+
+def test_no_sample_leaves_through_push_export_view_or_the_ui(tmp_path: Path, receiver: Receiver) -> None:
+    """From a store holding every sample × placement: `push` to an OTLP receiver, `export` in both
+    formats, `view` and the serve UI's JSON API (runs, spans, each span's details) give out none."""
+    from starlette.applications import Starlette
+    from starlette.testclient import TestClient
+
+    from mastrace.serve._ui import ui_routes
+
+    store = tmp_path / "store"
+    mastrace.configure(local=store, service_name="placements")
+    tried = _emit_all()
+    assert mastrace.force_flush(timeout=30).complete
+    mastrace.shutdown()
+    every = {(i, name) for i in range(len(SAMPLES)) for name in PLACEMENTS}
+    assert tried == len(every)
+
+    _cli("push", "--to", receiver.url, "--store", str(store))
+    seen_push, leaks = _leaks([span for span, _ in receiver.spans()], "push")
+
+    # The UI's span details cost a store query each: every sample is asked for in one placement (its
+    # index modulo the placements), which covers every placement; the lists hold every span.
+    names = list(PLACEMENTS)
+    with TestClient(Starlette(routes=ui_routes(store))) as client:
+        runs = client.get("/api/runs").json()
+        traces = [run["trace_id"] for run in runs]
+        documents = [json.dumps(runs)]
+        asked: set[tuple[int, str]] = set()
+        for trace_id in traces:
+            spans = client.get(f"/api/runs/{trace_id}/spans").json()["spans"]
+            documents.append(json.dumps(spans))
+            placement = next(s["name"] for s in spans if s["parent"] is None).removeprefix("placement ")
+            carrying = [s for s in spans if _carries(placement, s["name"])]
+            assert len(carrying) == len(SAMPLES), placement
+            for i, span in enumerate(carrying):
+                if names[i % len(names)] == placement:
+                    documents.append(client.get(f"/api/runs/{trace_id}/spans/{span['span_id']}").text)
+                    asked.add((i, placement))
+    assert len(traces) == len(PLACEMENTS) and {name for _, name in asked} == set(PLACEMENTS)
+    assert {i for i, _ in asked} == set(range(len(SAMPLES)))
+    seen_ui, ui_leaks = _scan(documents, "ui json")
+
+    exported, views = [], []
+    for trace_id in traces:
+        for fmt in ("otlp-json", "jaeger-json"):
+            exported.append(_cli("export", trace_id, "--format", fmt, "--store", str(store)))
+        page = tmp_path / f"{trace_id}.html"
+        _cli("view", trace_id, "-o", str(page), "--store", str(store))
+        views.append(page.read_text(encoding="utf-8"))
+    seen_export, export_leaks = _scan(exported, "export")
+    _, view_leaks = _scan(views, "view")
+
+    for where, seen in (("push", seen_push), ("export", seen_export)):
+        assert seen == every, f"{len(every - seen)} placements missing from {where}"
+    assert asked <= seen_ui
+    leaks += ui_leaks + export_leaks + view_leaks
+    assert not leaks, "\n".join(leaks[:40])
+
+
+def test_no_sample_leaves_through_serve_from_a_plain_opentelemetry_app(tmp_path: Path) -> None:
+    """A plain OpenTelemetry app (no mastrace in it) sends every sample — in attributes, span names,
+    events, exceptions, status descriptions, links and its resource — to `mastrace serve` over
+    OTLP/HTTP: the store it writes holds none of them."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from opentelemetry.trace import Status, StatusCode
+
+    from mastrace.serve import start_intake
+
+    server = start_intake(tmp_path / "store", http_port=0, grpc_port=None)
+    try:
+        resource = Resource.create({"service.name": "plain-app", "deploy.note": SAMPLES[0][1]})
+        provider = TracerProvider(resource=resource)
+        exporter = OTLPSpanExporter(endpoint=f"http://127.0.0.1:{server.http_port}/v1/traces")
+        provider.add_span_processor(BatchSpanProcessor(exporter, max_export_batch_size=256))
+        tracer = provider.get_tracer("plain-app")
+        with tracer.start_as_current_span("anchor") as anchor:
+            pass
+        for i, (_rule, sample) in enumerate(SAMPLES):
+            with tracer.start_as_current_span(
+                f"call {sample}",
+                attributes={PROBE: f"{i}:attribute", "note": sample, "args": [f"x {sample}", "y"]},
+                links=[Link(anchor.get_span_context(), {"why": sample})],
+            ) as span:
+                span.add_event("tool output", {"text": f"the tool answered {sample}"})
+                span.record_exception(RuntimeError(f"failed: {sample}"))
+                span.set_status(Status(StatusCode.ERROR, f"gave up on {sample}"))
+        assert provider.force_flush(60_000)
+        provider.shutdown()
+    finally:
+        server.stop()
+    rows = [
+        line for f in sorted((tmp_path / "store").rglob("*.ndjson")) for line in f.read_bytes().splitlines()
+    ]
+    seen, leaks = _leaks(rows, "serve")
+    assert {i for i, _ in seen} == set(range(len(SAMPLES))), "spans missing from the store"
+    assert not leaks, "\n".join(leaks[:40])

@@ -15,10 +15,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import Link, Status, StatusCode, Tracer
 
 from mastrace import semconv
-from mastrace._scrubbing import Scrubber, ScrubbingOptions
 from mastrace._snapshot import Limits, json_schema
 from mastrace._tracer import coerce_attribute
 from mastrace._transform import prepare_span
+from mastrace.scrubbing._engine import Scrubber, ScrubbingOptions
 
 OPENAI_KEY = "sk-proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8t"
 LIMITS = Limits()

@@ -13,7 +13,7 @@ from mastrace import semconv
 
 SRC = Path(mastrace.__file__).parent
 # Where the vocabulary is defined, or where such strings are data rather than vocabulary.
-EXEMPT = {"semconv.py", "_secret_rules.py"}
+EXEMPT = {"semconv.py", "_names.py"}
 # A key of MassGen's, GenAI's or MASEval's namespace; a span-name prefix in SQL (`LIKE 'llm.%'`)...
 PREFIXED = re.compile(r"(?<![\w.])(?:massgen|gen_ai|maseval)\.[a-z_]+(?:\.[a-z_]+)*|(?:llm|mcp|agent)\.%")
 # ...or any name or key `semconv` defines, spelled out.

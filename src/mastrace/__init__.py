@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from ._config import configure, force_flush, is_configured, shutdown
 from ._pipeline import DestinationStats, FlushResult
-from ._scrub_options import ScrubbingOptions
 from ._tracer import NoOpSpan, Span, Tracer, get_tracer
 from .exceptions import ConfigError, ExportError, MastraceError, MastraceWarning, StoreError
+from .scrubbing._options import ScrubbingOptions
 
 if TYPE_CHECKING:
     from ._context import create_task, inject_env, wrap

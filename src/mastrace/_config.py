@@ -35,11 +35,11 @@ from . import _context, _settings, semconv
 from ._errors import log_internal_error, logger
 from ._otel_private import replace_provider_resource, reset_global_providers
 from ._pipeline import Destination, FlushResult, Pipeline, SwitchProcessor
-from ._scrub_options import ScrubbingOptions
 from ._settings import UNSET, UnsetType
 from ._snapshot import Limits
 from ._state import STATE
 from .exceptions import MastraceWarning
+from .scrubbing._options import ScrubbingOptions
 
 __all__ = ["configure", "force_flush", "is_configured", "shutdown"]
 
@@ -410,8 +410,8 @@ def _destinations(settings: Settings) -> list[Destination]:
         if not built:
             with lock:
                 if not built:
-                    from ._scrubbing import Scrubber
                     from ._transform import prepare_span
+                    from .scrubbing._engine import Scrubber
 
                     built.append((prepare_span, Scrubber(options) if options is not None else None))
         prepare, scrubber = built[0]

@@ -23,8 +23,8 @@ from typing import Any, Final, Generic, TypeVar
 
 from opentelemetry.sdk.trace.export import SpanExporter
 
-from ._scrub_options import ScrubbingOptions
 from .exceptions import ConfigError
+from .scrubbing._options import ScrubbingOptions
 
 __all__ = ["PARAMS", "UNSET", "Param", "UnsetType", "render_markdown_table", "resolve", "resolve_from"]
 

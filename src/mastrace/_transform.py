@@ -22,8 +22,6 @@ from opentelemetry.trace import Link, Status, StatusCode
 from . import semconv
 from ._errors import log_internal_error
 from ._otel_private import span_attributes, span_is_bare
-from ._scrub_options import JsonPath
-from ._scrubbing import Scrubber, ScrubTrail
 from ._snapshot import (
     _INT_MAX,
     _INT_MIN,
@@ -35,6 +33,8 @@ from ._snapshot import (
     schema_for,
     utf8_safe,
 )
+from .scrubbing._engine import Scrubber, ScrubTrail
+from .scrubbing._options import JsonPath
 
 __all__ = ["coerce_value", "prepare_span"]
 

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 
 from opentelemetry.util.types import AttributeValue
 
-from ._scrub_options import JsonPath, ScrubCallback, ScrubMatch
 from ._snapshot import JsonValue
+from .scrubbing._options import JsonPath, ScrubCallback, ScrubMatch
 from .usage import CostCalculator
 
 Attributes = Mapping[str, object]

@@ -29,8 +29,8 @@ from opentelemetry.util.types import Attributes
 
 from .. import semconv
 from .._errors import warn_once
-from .._scrubbing import Scrubber, ScrubbingOptions
 from ..exceptions import ExportError
+from ..scrubbing._engine import Scrubber, ScrubbingOptions
 
 __all__ = [
     "LogfireTracerProvider",

@@ -23,10 +23,10 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-from .._scrub_options import ScrubbingOptions
-from .._scrubbing import Scrubber
 from .._snapshot import Limits
 from .._transform import prepare_span
+from ..scrubbing._engine import Scrubber
+from ..scrubbing._options import ScrubbingOptions
 from ..store import LocalStoreExporter
 
 __all__ = ["Intake", "IntakeError", "decode_request"]

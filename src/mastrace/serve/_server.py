@@ -159,7 +159,7 @@ def start_intake(
     Raises:
         MastraceError: A port cannot be listened on, or the `serve` extra is not installed.
     """
-    from .._scrub_options import ScrubbingOptions
+    from ..scrubbing._options import ScrubbingOptions
 
     try:
         import uvicorn

@@ -19,25 +19,20 @@ import json
 import os
 import re
 from bisect import bisect_right
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry.sdk.resources import Resource
 
-from . import semconv
-from ._errors import warn_once
-from ._scrub_options import JsonPath, ScrubbingOptions, ScrubCallback, ScrubMatch
-from ._secret_rules import (
-    ASSIGNMENT_WORDS,
-    MIN_TOKEN_LEN,
-    RULES,
-    SecretRule,
-    assignment_value_is_secret,
-    mentions_secret_word,
-    secret_key_word,
-)
-from ._snapshot import dumps_json
+from .. import semconv
+from .._errors import warn_once
+from .._snapshot import dumps_json
+from . import _matchers
+from ._context import CHECKS, KeywordIndex, find_assignments, find_k8s_secret_values
+from ._names import secret_key_word
+from ._options import JsonPath, ScrubbingOptions, ScrubCallback, ScrubMatch
+from ._table import ASSIGNMENT_WORDS, MIN_TOKEN_LEN, RULES, RUN, SecretRule, python_pattern
 
 __all__ = [
     "SAFE_KEYS",
@@ -73,14 +68,7 @@ _MAX_CACHED_KEYS = 8_192
 _MAX_CACHED_TEXTS = 16_384
 _CACHED_TEXT_MAX = 256
 _MAX_CACHED_JSON_CHARS = 4_000_000
-# Word characters become "a", breaks a space: a word of MIN_TOKEN_LEN or more is then a substring test.
-_RUNS = str.maketrans({chr(c): ("a" if chr(c).isalnum() or chr(c) in "_.-+~" else " ") for c in range(128)})
-_LONG_RUN = "a" * MIN_TOKEN_LEN
-_RUN_END = re.compile("[^a]")
-_NAME_BACKWARDS = re.compile(r"[ \t]{0,3}[\"']?(?P<name>[A-Za-z0-9_.-]{1,80})")
-_VALUE_START = re.compile(r"[ \t]{0,3}")
-_QUOTED_VALUE = re.compile(r"([\"'])([^\"'\\\n]{4,1000})\1")
-_BARE_VALUE = re.compile(r"[^\s\"'&,;<>)\]}]{4,1000}")
+_IN_RUN = re.compile(f"[{RUN}]+")
 
 
 def format_path(path: JsonPath) -> str:
@@ -114,20 +102,21 @@ class ScrubTrail:
             self.paths.append(text)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared and hashed by identity: sets of rules stay cheap
 class _Rule:
-    """A compiled value rule: from the table, an environment variable's value, or a custom pattern.
-
-    A case-insensitive rule also has `folded`, the same pattern without the flag, which is matched
-    against the lower-cased text: the engine's fast search for a leading literal works only then.
-    """
+    """A compiled rule: from the table (one per word-rule prefix), an environment variable, or a custom
+    pattern. `on_low` rules are matched against the lower-cased text (case-insensitive rules: the
+    engine's fast search for a leading literal works only without the IGNORECASE flag)."""
 
     kind: str
-    regex: re.Pattern[str]
+    regex: re.Pattern[str] | None
     label: str
-    check: Callable[[str], bool] | None = None
-    folded: re.Pattern[str] | None = None
+    gate: str = "custom"
     keys: tuple[str, ...] = ()
+    index: int = 0
+    on_low: bool = False
+    check: Callable[[str, re.Match[str]], bool] | None = None
+    finder: str | None = None
 
 
 @dataclass(frozen=True)
@@ -138,96 +127,66 @@ class _Hit:
     match: re.Match[str]
 
 
-_ASSIGNMENT = _Rule("secret_assignment", _BARE_VALUE, "secret_assignment")
-_SENTINELS = "/=-"  # a text key holding one of these is only looked for when the text holds it too
+_FINDER_RULE = {rule.id: rule for rule in RULES}
+
+
+def _compile(index: int, spec: SecretRule) -> list[_Rule]:
+    """The compiled forms of one rule. `index` orders hits that start at the same place: a longer
+    prefix first (`sk-ant-` before `sk-`), then the table's order."""
+    check = CHECKS[spec.check] if spec.check else None
+    flags = re.ASCII | (re.MULTILINE if spec.finder else 0)
+    if spec.gate == "word":
+        return [
+            _Rule(spec.id, re.compile(python_pattern(spec, prefix), flags), spec.id, "word",
+                  (prefix.lower(),), index - 1000 * len(prefix), spec.ignore_case, check)
+            for prefix in spec.prefixes
+        ]  # fmt: skip
+    regex = None if spec.finder else re.compile(spec.pattern, flags)
+    return [_Rule(spec.id, regex, spec.id, spec.gate, spec.keys, index, spec.ignore_case, check, spec.finder)]
 
 
 @functools.cache
-def _table() -> tuple[tuple[SecretRule, _Rule], ...]:
-    """The rule table compiled, once per process."""
-    compiled = []
-    for spec in RULES:
-        if spec.gate == "assignment":  # found by `Scrubber._assignments`, not by one regex
-            continue
-        flags = re.IGNORECASE if spec.ignore_case else 0
-        folded = re.compile(spec.pattern) if spec.ignore_case or spec.gate == "context" else None
-        rule = _Rule(spec.id, re.compile(spec.pattern, flags), spec.id, spec.check, folded, spec.keys)
-        compiled.append((spec, rule))
-    return tuple(compiled)
+def _table() -> tuple[_Rule, ...]:
+    """The rule table compiled, once per process (keyword rules are read by the assignment finder)."""
+    return tuple(rule for i, spec in enumerate(RULES) if spec.gate != "keyword" for rule in _compile(i, spec))
 
 
-class _Gate:
-    """Decides cheaply which rules a text needs, so that a text is searched once, not once per rule.
-
-    Substring tests, two character translations and (rarely) one split of the lower-cased text cost
-    a few microseconds for a few KB, where one regular-expression search per rule costs far more.
-    """
-
-    def __init__(self, env: Mapping[str, str]) -> None:
-        grouped: dict[str, dict[str, list[_Rule]]] = {}
-        by_word: dict[str, list[_Rule]] = {}
-        self.shapes: list[tuple[tuple[str, ...], _Rule]] = []
-        self.context: list[_Rule] = []
-        table = _table()
-        for spec, rule in table:
-            if spec.gate == "text":
-                for key in spec.keys:
-                    sentinel = next((c for c in _SENTINELS if c in key), key)
-                    grouped.setdefault(sentinel, {}).setdefault(key, []).append(rule)
-            elif spec.gate == "word":
-                for key in spec.keys:
-                    by_word.setdefault(key, []).append(rule)
-            elif spec.gate == "shape":
-                self.shapes.append((spec.keys, rule))
-            else:
-                self.context.append(rule)
-        self.text = [(sentinel, list(keys.items())) for sentinel, keys in grouped.items()]
-        self.words = list(by_word.items())
-        self.prefixes = tuple(by_word)
-        self.env = [
-            (value, _Rule("env", re.compile(re.escape(value)), f"env {name}"))
-            for value, name in sorted(env.items(), key=lambda kv: -len(kv[0]))
-        ]
-        all_rules = [rule for _, rule in self.env] + [rule for _, rule in table] + [_ASSIGNMENT]
-        self.order = {id(rule): i for i, rule in enumerate(all_rules)}
-
-    def rules_for(self, s: str, low: str) -> tuple[list[_Rule], bool]:
-        """The rules worth trying on `s`, and whether to look for secret-named assignments."""
-        chosen: list[_Rule] = [rule for value, rule in self.env if value in s]
-        if not low.isascii():
-            # Every key below is ASCII: searching a copy whose other characters are `?` finds the
-            # same places, and substring searches and `translate` run several times faster on it.
-            low = low.encode("ascii", "replace").decode("ascii")
-        for sentinel, keys in self.text:
-            if sentinel in low:
-                for key, rules in keys:
-                    if key in low:
-                        chosen.extend(rules)
-        if len(s) >= MIN_TOKEN_LEN:
-            for word in _long_words(low):
-                if word.startswith(self.prefixes):
-                    chosen.extend(r for key, rules in self.words if word.startswith(key) for r in rules)
-                chosen.extend(rule for keys, rule in self.shapes if any(k in word for k in keys))
-        # A secret-named assignment needs a secret word before its separator: text without any has none.
-        assignments = ("=" in s or ":" in s) and mentions_secret_word(low)
-        if len(chosen) > 1:
-            chosen = sorted(set(chosen), key=lambda rule: self.order[id(rule)])
-        return chosen, assignments
+@functools.cache
+def _matcher(name: str | None) -> _matchers.Matcher:
+    """The first-pass matcher over the whole table, built once per process and kind."""
+    return _matchers.make([rule for rule in _table() if rule.finder != "assignment"], name)
 
 
-def _long_words(low: str) -> Iterator[str]:
-    """Each run of at least `MIN_TOKEN_LEN` token characters (letters, digits, `_.-+~`) in ASCII `low`.
+# Hits of the assignment finder: a provider's keyword rule names the secret before any other rule that
+# starts at the same place; the generic `secret_assignment` only when no other rule does.
+_ASSIGNMENT = _Rule("secret_assignment", None, "secret_assignment", "assignment", index=1 << 30)
+_KEYWORD_LABELS = {
+    spec.id: _Rule(spec.id, None, spec.id, "keyword", index=-(1 << 30))
+    for spec in RULES
+    if spec.gate == "keyword"
+}
 
-    C-level searches: `find` returns the leftmost occurrence of a long run, so it is where a run
-    starts; the next other character ends it.
-    """
-    runs = low.translate(_RUNS)
-    i = runs.find(_LONG_RUN)
-    while i != -1:
-        stop = _RUN_END.search(runs, i)
-        end = len(runs) if stop is None else stop.start()
-        yield low[i:end]
-        i = runs.find(_LONG_RUN, end)
+
+def _ascii(s: str) -> str:
+    """`s` with every non-ASCII character as `?`: the same positions, and C-speed searches."""
+    return s if s.isascii() else s.encode("ascii", "replace").decode("ascii")
+
+
+def _in_long_run(low: str, m: re.Match[str], keys: tuple[str, ...]) -> bool:
+    """A shape match must lie inside one run of `MIN_TOKEN_LEN` token characters holding a gate key."""
+    run = _IN_RUN.fullmatch(low, m.start(), m.end())
+    if run is None:
+        return False
+    start, end = m.start(), m.end()
+    while start and low[start - 1] in _RUN_CHARS:
+        start -= 1
+    while end < len(low) and low[end] in _RUN_CHARS:
+        end += 1
+    word = low[start:end]
+    return len(word) >= MIN_TOKEN_LEN and any(k in word for k in keys)
+
+
+_RUN_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.+~-")
 
 
 def _secret_env_values() -> dict[str, str]:
@@ -258,13 +217,25 @@ class Scrubber:
         "curl -H 'Authorization: Bearer [Scrubbed: bearer_token]'"
     """
 
-    def __init__(self, options: ScrubbingOptions | None = None) -> None:
+    def __init__(self, options: ScrubbingOptions | None = None, *, matcher: str | None = None) -> None:
+        """Build a scrubber.
+
+        Args:
+            options: What to scrub beyond the defaults, and a callback.
+            matcher: The first-pass matcher: `"hyperscan"`, `"re2"` or `"python"`; by default the
+                fastest one installed. All three give the same output.
+        """
         options = options or ScrubbingOptions()
         self._callback = options.callback
         self._allow = frozenset(k.lower() for k in options.allow_keys)
         self._extra = [re.compile(p, re.IGNORECASE) for p in options.extra_patterns]
         self._custom = [_Rule("custom", regex, "custom") for regex in self._extra]
-        self._gate = _Gate(_secret_env_values())
+        self._matcher = _matcher(matcher)
+        self._keywords = _keywords()
+        self._env = [
+            (value, re.compile(re.escape(value)), _Rule("env", None, f"env {name}", index=-1))
+            for value, name in sorted(_secret_env_values().items(), key=lambda kv: -len(kv[0]))
+        ]
         self._key_cache: dict[str, re.Match[str] | None] = {}
         self._plain_cache: dict[str, bool] = {}
         self._plain_json: set[str] = set()  # long JSON texts found plain
@@ -305,7 +276,7 @@ class Scrubber:
         if key in SAFE_KEYS or key.startswith("logfire."):
             return value
         match = self.key_match(key)
-        if match is not None and not (value is None or isinstance(value, bool)):
+        if match is not None and not _nothing_to_hide(value):
             return self._redact_key((*root, key), value, match, trail)
         if isinstance(value, str):
             return (
@@ -370,85 +341,79 @@ class Scrubber:
             self.plain_texts.add(s)
 
     # -- finding value shapes ---------------------------------------------------------------------
+    @property
+    def matcher(self) -> str:
+        """The name of the first-pass matcher in use (`hyperscan`, `re2` or `python`)."""
+        return self._matcher.name
+
     def _find(self, s: str) -> list[_Hit]:
         """Every secret-shaped substring of `s`, leftmost first, without overlaps."""
-        low = s.lower()
-        rules, assignments = self._gate.rules_for(s, low)
-        hits: list[_Hit] = []
-        same = len(low) == len(s)  # one char per char: positions line up with `s`
-        for rule in (*rules, *self._custom):
-            matches = (
-                rule.folded.finditer(low) if rule.folded is not None and same else rule.regex.finditer(s)
-            )
-            for m in matches:
-                hit = _hit(rule, m)
-                if hit.end <= hit.start or s.startswith("[Scrubbed", hit.start):  # already scrubbed
-                    continue
-                if rule.check is None or rule.check(s[hit.start : hit.end]):
-                    hits.append(hit)
-        if assignments and same:
-            hits.extend(self._assignments(s, low))
-        if len(hits) > 1:
-            order = self._gate.order
-            hits.sort(key=lambda h: (h.start, order.get(id(h.rule), len(order))))
-            kept: list[_Hit] = []
-            for hit in hits:
-                if not kept or hit.start >= kept[-1].end:
-                    kept.append(hit)
-                elif hit.end > kept[-1].end:  # overlapping: one replacement covers both
-                    last = kept[-1]
-                    kept[-1] = _Hit(last.start, hit.end, last.rule, last.match)
-            hits = kept
-        return hits
+        text = _ascii(s)
+        found = self._matcher.select(text)
+        if found is _matchers.NOTHING and not self._env and not self._custom:  # most texts
+            return []
+        low = found.low
+        hits = [
+            _Hit(m.start(), m.end(), rule, m)
+            for value, rx, rule in self._env
+            if value in s
+            for m in rx.finditer(s)
+        ]
+        if found.starts:
+            low = text.lower() if low is None else low
+            self._anchored(found.starts, s, text, low, hits)
+        for rule in found.rules:
+            low = text.lower() if low is None else low
+            if rule.finder is not None:
+                if rule.finder == "k8s_secret":
+                    hits.extend(
+                        _Hit(m.start(2), m.end(2), rule, m) for m in find_k8s_secret_values(text, low)
+                    )
+                continue
+            self._matches(rule, s, text, low, hits)
+        if found.assignments and ("=" in text or ":" in text):
+            low = text.lower() if low is None else low
+            assigned_at = find_assignments(text, low, self._is_secret_name, self._keywords, found.separators)
+            for assigned in assigned_at:
+                rule = _KEYWORD_LABELS.get(assigned.rule_id, _ASSIGNMENT)
+                hits.append(_Hit(assigned.start, assigned.end, rule, assigned.match))
+        for rule in self._custom:
+            hits.extend(_hit(rule, m) for m in rule.regex.finditer(s))  # type: ignore[union-attr]
+        return _merge(hits) if len(hits) > 1 else hits
 
-    def _assignments(self, s: str, low: str) -> list[_Hit]:
-        """`NAME=value`, `"name": "value"` and `name: value` with a secret-named NAME, in free text.
+    def _anchored(
+        self, starts: list[tuple[int, _Rule]], s: str, text: str, low: str, hits: list[_Hit]
+    ) -> None:
+        """Word rules matched where their prefix starts a long run, in order and without overlaps per
+        rule: what `finditer` over the whole text would find, without the search."""
+        starts.sort(key=lambda pair: (pair[1].index, pair[0]))
+        last_rule, last_end = None, 0
+        for at, rule in starts:
+            if rule is not last_rule:
+                last_rule, last_end = rule, 0
+            if at < last_end:
+                continue
+            m = rule.regex.match(low if rule.on_low else text, at)  # type: ignore[union-attr]
+            if m is None or s.startswith("[Scrubbed", at):
+                continue
+            if rule.check is None or rule.check(text[m.start() : m.end()], m):
+                hits.append(_Hit(m.start(), m.end(), rule, m))
+                last_end = m.end()
 
-        Driven by the separators, which prose has few of: for each `=` or `:`, the name before it,
-        read backwards from the reversed text by one anchored match (no loop per character).
-        """
-        hits: list[_Hit] = []
-        backwards = low[::-1]
-        for sep in "=:":
-            i = s.find(sep)
-            while i != -1:
-                hit = self._assignment_at(s, low, backwards, i)
-                if hit is not None:
-                    hits.append(hit)
-                i = s.find(sep, i + 1)
-        return hits
+    def _matches(self, rule: _Rule, s: str, text: str, low: str, hits: list[_Hit]) -> None:
+        for m in rule.regex.finditer(low if rule.on_low else text):  # type: ignore[union-attr]
+            hit = _hit(rule, m)
+            if hit.end <= hit.start or s.startswith("[Scrubbed", hit.start):  # already scrubbed
+                continue
+            if rule.gate == "shape" and not _in_long_run(low, m, rule.keys):
+                continue
+            if rule.gate == "text" and not any(k in low for k in rule.keys):  # as `PythonMatcher` asks
+                continue
+            if rule.check is None or rule.check(text[hit.start : hit.end], m):
+                hits.append(hit)
 
-    def _assignment_at(self, s: str, low: str, backwards: str, sep_at: int) -> _Hit | None:
-        # In `backwards`, the name before the separator (after up to 3 blanks and a quote) is a run of
-        # name characters starting right after the separator's mirrored position.
-        found = _NAME_BACKWARDS.match(backwards, len(s) - sep_at)
-        if found is None:
-            return None
-        name_end = len(s) - found.start("name")
-        start = len(s) - found.end("name")
-        lower_name = low[start:name_end]
-        if not mentions_secret_word(lower_name) or self.key_match(s[start:name_end]) is None:
-            return None
-        name = s[start:name_end]
-        value_at = _VALUE_START.match(s, sep_at + 1).end()  # type: ignore[union-attr]
-        if value_at >= len(s):
-            return None
-        value = _QUOTED_VALUE.match(s, value_at) if s[value_at] in "\"'" else None
-        if value is not None:
-            begin, end = value.span(2)
-        else:
-            value = _BARE_VALUE.match(s, value_at)
-            if value is None:
-                return None
-            begin, end = value.span()
-        for rule in self._gate.context:  # a vendor's own shape names the vendor in the replacement
-            if rule.folded is not None and any(key in lower_name for key in rule.keys):
-                m = rule.folded.search(low, max(0, start - 1), end + 1)
-                if m is not None:
-                    return _hit(rule, m)
-        if not assignment_value_is_secret(name, s[begin:end]):
-            return None
-        return _Hit(begin, end, _ASSIGNMENT, value)
+    def _is_secret_name(self, name: str) -> bool:
+        return self.key_match(name) is not None
 
     def _scrub_text(self, s: str, path: JsonPath, trail: ScrubTrail, hits: list[_Hit] | None = None) -> str:
         if len(s) < _MIN_SECRET_LEN:
@@ -538,7 +503,10 @@ class Scrubber:
             return tree
         if scan_leaves:
             texts = [node[k] for node, k, _ in leaves]
-            hit_leaves = _leaves_hit(texts, self._find("\x00".join(texts)))
+            # Joined by newlines: a pattern that must be followed by a blank or the end of its text
+            # (`…(?=\s|$)`) finds a secret at a leaf's end too; a hit across leaves only marks each of
+            # them for a look of its own.
+            hit_leaves = _leaves_hit(texts, self._find("\n".join(texts)))
         else:  # nested JSON strings can still hold secret keys
             hit_leaves = set()
         for i, (node, k, leaf_path) in enumerate(leaves):
@@ -561,7 +529,7 @@ class Scrubber:
         names_are_packages = bool(path) and path[-1] == "packages"
         for k, v in items:
             child = (*path, k)
-            if isinstance(k, str) and not names_are_packages and not (v is None or isinstance(v, bool)):
+            if isinstance(k, str) and not names_are_packages and not _nothing_to_hide(v):
                 match = self.key_match(k)
                 if match is not None:
                     node[k] = self._redact_key(child, v, match, trail)
@@ -601,13 +569,36 @@ class Scrubber:
             return None
 
 
+def _nothing_to_hide(value: Any) -> bool:
+    """None, a flag or an empty string under a secret key: kept (`"password": ""` says none is set)."""
+    return value is None or isinstance(value, bool) or value == ""
+
+
+def _merge(hits: list[_Hit]) -> list[_Hit]:
+    """Hits sorted by start (the table's order breaks ties); overlapping hits become one."""
+    hits.sort(key=lambda h: (h.start, h.rule.index))
+    kept: list[_Hit] = []
+    for hit in hits:
+        if not kept or hit.start >= kept[-1].end:
+            kept.append(hit)
+        elif hit.end > kept[-1].end:  # overlapping: one replacement covers both
+            last = kept[-1]
+            kept[-1] = _Hit(last.start, hit.end, last.rule, last.match)
+    return kept
+
+
+@functools.cache
+def _keywords() -> KeywordIndex:
+    return KeywordIndex()
+
+
 def _hit(rule: _Rule, m: re.Match[str]) -> _Hit:
     start = m.end("p") if "p" in m.re.groupindex and m.group("p") is not None else m.start()
     return _Hit(start, m.end(), rule, m)
 
 
 def _leaves_hit(texts: list[str], hits: list[_Hit]) -> set[int]:
-    """Indexes of the leaves, joined by one separator character, that the hits fall in."""
+    """Indexes of the leaves, joined by one newline, that the hits fall in."""
     if not hits:
         return set()
     starts: list[int] = []

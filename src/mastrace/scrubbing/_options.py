@@ -1,6 +1,6 @@
 """Scrubbing options, the types a scrubbing callback sees, and nothing heavier.
 
-Kept apart from `_scrubbing` (the engine and its rule table) so that `configure()` can take and
+Kept apart from the engine (`_engine`) and its rule table (`rules.json`) so that `configure()` can take and
 validate options without compiling the rules: the engine is built on the export thread.
 """
 
@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .exceptions import ConfigError
+from ..exceptions import ConfigError
 
 __all__ = ["JsonPath", "ScrubCallback", "ScrubMatch", "ScrubbingOptions"]
 

@@ -1,4 +1,4 @@
-"""Tests for mastrace._scrubbing: secret keys, secret shapes, safe keys and the scrubbed trail."""
+"""The scrubbing engine (`scrubbing._engine`): secret keys, secret shapes, safe keys and the trail."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from mastrace._scrubbing import Scrubber, ScrubbingOptions, ScrubMatch, format_path
 from mastrace.exceptions import ConfigError
+from mastrace.scrubbing._engine import Scrubber, ScrubbingOptions, ScrubMatch, format_path
 
 # Assembled from parts so that no complete credential-looking literal sits in the source.
 _B = "abcdefghijklmnopqrstuvwxyz0123456789"
@@ -31,7 +31,7 @@ SECRET_SHAPES: list[tuple[str, str, str]] = [
     ("github_token", "oauth gho_" + _B[:36], _B[:36]),
     ("github_token", "server ghs_" + _B[:36], _B[:36]),
     ("github_token", "user ghu_" + _B[:36], _B[:36]),
-    ("github_token", "fine github_pat_11ABCDEFG0" + _B[:30], "11ABCDEFG0" + _B[:30]),
+    ("github_fine_grained_pat", "fine github_pat_11ABCDEFG0" + _B[:30], "11ABCDEFG0" + _B[:30]),
     ("slack_token", "slack xoxb-1234567890-" + _B[:20], "1234567890-" + _B[:20]),
     ("slack_token", "user xoxp-1234567890-" + _B[:12], "1234567890-" + _B[:12]),
     ("huggingface_token", "hf hf_" + _B[:34], _B[:34]),
@@ -401,3 +401,11 @@ def test_plain_texts_remember_only_plain_strings(scrubber: Scrubber) -> None:
     assert scrubber.is_plain_text(f"use {secret}") is False
     assert "initial_answer" in scrubber.plain_texts
     assert f"use {secret}" not in scrubber.plain_texts
+
+
+def test_a_secret_ending_a_json_leaf_is_found_in_every_leaf(scrubber: Scrubber) -> None:
+    """A pattern that needs a blank or the text's end after the secret finds it at the end of each
+    leaf of a JSON document, not only of the last one."""
+    secret = "BUNDLE_ENTERPRISE__CONTRIBSYS__COM=de701515:0c65fea9"
+    out = scrubber.scrub_value({"llm": {"endpoint": secret, "list": [1, secret]}})
+    assert "0c65fea9" not in json.dumps(out)
