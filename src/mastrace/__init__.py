@@ -10,18 +10,22 @@ Example:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-from ._config import configure, force_flush, is_configured, shutdown
-from ._pipeline import DestinationStats, FlushResult
-from ._scrub_options import ScrubbingOptions
-from ._tracer import NoOpSpan, Span, Tracer, get_tracer
 from .exceptions import ConfigError, ExportError, MastraceError, MastraceWarning, StoreError
 
+# Not `typing.TYPE_CHECKING`: importing `typing` is a few milliseconds the `mastrace` command's
+# `--help` need not pay (type checkers treat any `TYPE_CHECKING` name as true).
+TYPE_CHECKING = False
+
 if TYPE_CHECKING:
+    from typing import Any
+
+    from ._config import configure, force_flush, is_configured, shutdown
     from ._context import create_task, inject_env, wrap
     from ._instrument import instrument
+    from ._pipeline import DestinationStats, FlushResult
+    from ._scrub_options import ScrubbingOptions
     from ._streams import traced_stream
+    from ._tracer import NoOpSpan, Span, Tracer, get_tracer
     from .mixins import (
         AgentMixin,
         ConfigurableMixin,
@@ -35,9 +39,22 @@ if TYPE_CHECKING:
     from .registry import Registry
     from .usage import CostCalculator, StaticPricing, TokenUsage, Usage
 
-# Loaded on first use: a process that only configures and creates spans does not pay for wrapt,
+# Every name is loaded on first use. `import mastrace` alone costs next to nothing, so the
+# `mastrace` command (which imports this package first) answers `--help` without loading the
+# OpenTelemetry SDK, and a process that only configures and creates spans does not pay for wrapt,
 # asyncio, the registry's package metadata or the mixins (tens of milliseconds at import).
 _LAZY = {
+    "configure": "._config",
+    "force_flush": "._config",
+    "is_configured": "._config",
+    "shutdown": "._config",
+    "DestinationStats": "._pipeline",
+    "FlushResult": "._pipeline",
+    "ScrubbingOptions": "._scrub_options",
+    "NoOpSpan": "._tracer",
+    "Span": "._tracer",
+    "Tracer": "._tracer",
+    "get_tracer": "._tracer",
     "create_task": "._context",
     "inject_env": "._context",
     "wrap": "._context",

@@ -46,5 +46,20 @@ def test_analyze_previous_writes_to_a_given_file(
 ) -> None:
     """`-o FILE` writes there; `previous` picks the earlier run (the sim-large model)."""
     target = tmp_path / "reports" / "prev.md"
+    target.parent.mkdir()
     assert mastrace_cli("analyze", "previous", "-o", str(target), store=demo_store).returncode == 0
     assert "| `models.main.model` | sim-large |" in target.read_text()
+
+
+def test_output_into_a_missing_folder_is_an_error(
+    mastrace_cli: Runner, demo_store: Path, tmp_path: Path
+) -> None:
+    """`-o` into a folder that does not exist is a one-line error; no folder is created."""
+    for command in (("analyze",), ("view",), ("export", "--format", "otlp-json")):
+        target = tmp_path / "no" / "such" / "dir" / "out.file"
+        result = mastrace_cli(*command, "-o", str(target), store=demo_store)
+        assert result.returncode == 2, command
+        assert result.stderr.splitlines() == [
+            f"mastrace {command[0]}: error: cannot write {target}: the folder {target.parent} does not exist"
+        ]
+        assert not (tmp_path / "no").exists()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -19,7 +20,7 @@ import duckdb
 from .. import semconv
 from .._snapshot import loads_json
 from ..exceptions import StoreError
-from ..store._schema import STORED_FIELDS, read_json_sql, view_sql
+from ..store._schema import SEGMENTS_DIR, STORED_FIELDS, read_json_sql, view_sql
 from ..store._sql_compat import portable_sql
 from ..store.reader import StorePaths, connect, roots_complete, segment_files, skipped_rows, store_paths
 from ._kinds import AGENT_SPAN_SQL
@@ -326,6 +327,19 @@ def span_from_line(line: str | bytes) -> SpanRow | None:
     )
 
 
+def _require_store_folder(path: Path) -> None:
+    """Raise `StoreError` saying what `path` is when it cannot be a store (missing, a file, other)."""
+    if not path.exists():
+        raise StoreError(f"no local store at {path} (pass --store DIR or set MASTRACE_DIR)")
+    if not path.is_dir():
+        raise StoreError(f"{path} is a file, not a mastrace store (a store is a folder: pass --store DIR)")
+    if not (path / SEGMENTS_DIR).is_dir() and any(path.iterdir()):
+        raise StoreError(
+            f"{path} is not a mastrace store: it has no {SEGMENTS_DIR}/ folder "
+            "(a store is the folder mastrace.configure() or mastrace serve writes)"
+        )
+
+
 class TraceStore:
     """A read-only view of a local store for the analysis functions.
 
@@ -398,9 +412,8 @@ class TraceStore:
     # -- runs and trace references -----------------------------------------------------------------
     def ensure_not_empty(self) -> None:
         """Raise `StoreError` with a helpful message when the store has no spans."""
-        missing = [p for p in self.paths if not p.exists()]
-        if missing:
-            raise StoreError(f"no local store at {missing[0]} (pass --store DIR or set MASTRACE_DIR)")
+        for path in self.paths:
+            _require_store_folder(path)
         if not segment_files(self.paths) or not self.rows("SELECT 1 AS one FROM records LIMIT 1"):
             raise StoreError(f"the local store at {self.where} has no spans yet")
 

@@ -15,7 +15,7 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     from ..serve import start_intake
     from ..store.reader import store_paths
 
-    (store,) = store_paths(args.store[:1] if args.store else None)
+    (store,) = store_paths(args.store)
     server = start_intake(
         store,
         host=args.host,
