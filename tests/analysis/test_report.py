@@ -180,3 +180,23 @@ def test_a_failure_passed_up_through_nested_spans_is_listed_once(writer: TraceWr
     assert (round_a.tool_spans, round_a.tool_errors) == (1, 1)
     assert [op.name for op in report.slowest].count("mcp.fs.read") == 1
     assert "Tool execution: mcp__fs__read" not in [op.name for op in report.slowest]
+
+
+def test_massgens_tool_execution_record_and_its_mcp_call_are_one_call(
+    writer: TraceWriter, tmp_path: Path
+) -> None:
+    """MassGen's zero-length `Tool execution: mcp__calc__multiply` beside `mcp_tool.*` > `mcp.calc.multiply`
+    in the same round is one call; a record with no MCP span (a custom tool) stays a call."""
+    writer.span("session", "coordination.session", 0, 1_000, None)
+    writer.span("r", "agent.agent_a.round_0", 10, 900, "session", **{"massgen.agent_id": "agent_a"})
+    writer.span("wrap", "mcp_tool.mcp__calc__multiply", 100, 200, "r")
+    writer.span("call", "mcp.calc.multiply", 110, 190, "wrap")
+    writer.log("rec", "Tool execution: mcp__calc__multiply", 200, "r")
+    writer.log("custom", "Tool execution: custom_tool__lookup", 300, "r")
+    with TraceStore(tmp_path / "store") as store:
+        report = build_report(store, writer.trace_id())
+    assert sorted((t.name, t.calls) for t in report.tools) == [
+        ("Tool execution: custom_tool__lookup", 1),
+        ("mcp.calc.multiply", 1),
+    ]
+    assert [r.tool_spans for r in report.rounds] == [2]

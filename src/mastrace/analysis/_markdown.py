@@ -158,7 +158,8 @@ def _rounds(report: Report) -> list[str]:
         "",
         f"_Tool wall time is the union of the `{semconv.SPAN_MCP_PREFIX}*` and `Tool execution:*` span "
         "intervals inside the round, so overlapping calls count once; non-tool time is the rest "
-        "(model, streaming, waiting). A `Tool execution:` span that holds an MCP span is one call._",
+        "(model, streaming, waiting). A `Tool execution:` span that holds or records an MCP call "
+        "is that one call._",
         "",
     ]
     return lines

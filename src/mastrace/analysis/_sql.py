@@ -195,14 +195,31 @@ WITH RECURSIVE walk(sid, owner, owner_agent, owner_start, owner_end,
 SELECT * EXCLUDE (depth) FROM walk
 """
 
-# One tool call, one row: a `Tool execution:` span that holds an `mcp.*` span is the wrapper of that
-# MCP call (MassGen's and ToolMixin's shape), not a second call. Its interval still counts towards
-# tool wall time; it is left out of call counts, the tool table and the slowest operations.
+# One tool call, one row. A `Tool execution:` span is not a call of its own when it holds an `mcp.*`
+# span (ToolMixin's wrapper: that MCP call) or when it is MassGen's zero-length record of an MCP call
+# (`Tool execution: mcp__<server>__<tool>` in the same agent round as its `mcp.<server>.<tool>` span,
+# or under the same parent outside rounds). Its interval still counts towards tool wall time; it is
+# left out of call counts, the tool table and the slowest operations.
+_EXECUTION = "Tool execution: "
+_MCP_NAME = f"'{semconv.SPAN_MCP_PREFIX}' || replace(substr(s.span_name, {len(_EXECUTION) + 6}), '__', '.')"
 WRAPPERS_SQL: Final = f"""
 CREATE OR REPLACE TEMP TABLE mt_wrappers AS
-SELECT DISTINCT w.sid
-FROM mt_spans w JOIN mt_spans c ON c.pid = w.sid
-WHERE w.is_tool AND w.span_name LIKE 'Tool execution:%' AND c.span_name LIKE '{semconv.SPAN_MCP_PREFIX}%'
+WITH executions AS (
+    SELECT s.sid, coalesce(o.owner, s.pid) AS scope, s.start_us = s.end_us AS is_record,
+           CASE WHEN s.span_name LIKE '{_EXECUTION}mcp\\_\\_%' ESCAPE '\\'
+                THEN {_MCP_NAME}
+           END AS mcp_name
+    FROM mt_spans s LEFT JOIN mt_owner o ON o.sid = s.sid
+    WHERE s.is_tool AND s.span_name LIKE '{_EXECUTION}%'
+), mcp AS (
+    SELECT s.pid, coalesce(o.owner, s.pid) AS scope, s.span_name
+    FROM mt_spans s LEFT JOIN mt_owner o ON o.sid = s.sid
+    WHERE s.span_name LIKE '{semconv.SPAN_MCP_PREFIX}%'
+)
+SELECT e.sid FROM executions e JOIN mcp c ON c.pid = e.sid
+UNION
+SELECT e.sid FROM executions e JOIN mcp c ON c.scope = e.scope AND c.span_name = e.mcp_name
+WHERE e.is_record
 """
 
 # One failure, one row: a failed span whose failed child has the same exception type and message
