@@ -465,6 +465,16 @@ class TraceStore:
             raise StoreError(f"no trace matching {ref!r} in the store at {self.where} (see `mastrace runs`)")
         raise StoreError(f"trace id prefix {ref!r} is ambiguous: {', '.join(found[:2])}, …")
 
+    def aliases(self) -> dict[str, str]:
+        """Trace id → `latest` / `previous`, for the runs those words pick (there may be no previous)."""
+        marks: dict[str, str] = {}
+        for alias in ("previous", "latest"):
+            try:
+                marks[self.resolve(alias)] = alias
+            except StoreError:
+                continue
+        return marks
+
     def _by_position(self, position: int, alias: str) -> str:
         newest = self._latest_sessions(position + 1)
         if len(newest) > position:

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from typing import TextIO
 
 import duckdb
@@ -49,22 +49,13 @@ def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
     """List runs (one per trace), newest first."""
     with open_store(args) as store, progress("reading runs"):
         runs = store.runs(limit=args.limit)
-        marks = _aliases(store)
+        marks = store.aliases()
     if args.format == "json":
         rows = [{**vars(r), "ref": marks.get(r.trace_id)} for r in runs]
         out.write(json.dumps(rows, indent=2, default=json_default) + "\n")
         return 0
     out.write(render_runs(runs, marks=marks))
     return 0
-
-
-def _aliases(store: TraceStore) -> dict[str, str]:
-    """Trace id → `latest` / `previous`, for the runs those words pick (there may be no previous)."""
-    marks: dict[str, str] = {}
-    for alias in ("previous", "latest"):
-        with suppress(MastraceError):
-            marks[store.resolve(alias)] = alias
-    return marks
 
 
 def cmd_tree(args: argparse.Namespace, out: TextIO) -> int:

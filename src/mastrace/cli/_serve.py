@@ -7,7 +7,13 @@ import signal
 import threading
 from typing import TextIO
 
-__all__ = ["cmd_serve"]
+__all__ = ["cmd_serve", "ui_url"]
+
+
+def ui_url(host: str, port: int) -> str:
+    """The address to open the UI at: a wildcard listen address is reached through loopback."""
+    shown = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
+    return f"http://[{shown}]:{port}/" if ":" in shown else f"http://{shown}:{port}/"
 
 
 def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
@@ -29,6 +35,8 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     if server.grpc_port is not None:
         where.append(f"OTLP/gRPC on {args.host}:{server.grpc_port}")
     out.write(f"mastrace serve: {' and '.join(where)}, writing to {store} (Ctrl-C to stop)\n")
+    if server.http_port is not None:
+        out.write(f"mastrace serve: web UI on {ui_url(args.host, server.http_port)}\n")
     out.flush()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

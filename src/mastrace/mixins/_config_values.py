@@ -22,6 +22,7 @@ from typing import Any
 
 from .._secret_rules import secret_key_word
 from .._snapshot import MAX_DEPTH, JsonValue, to_json_value
+from .._snapshots_on_spans import VOLATILE_KEYS
 
 __all__ = ["config_values", "is_plain_data"]
 
@@ -131,7 +132,10 @@ def _nested_config(value: Any) -> JsonValue:
         if not fresh:
             return "<cycle>"
         gathered = value.gather_config()
-    return to_json_value(gathered)
+    encoded = to_json_value(gathered)
+    if isinstance(encoded, dict):  # its collection time is not configuration (the hash must not move)
+        return {k: v for k, v in encoded.items() if k not in VOLATILE_KEYS}
+    return encoded
 
 
 def config_values(
