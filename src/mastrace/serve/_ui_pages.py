@@ -100,9 +100,11 @@ def waterfall_rows(
 _STYLE = """
 main { max-width: 1100px; margin: 1.2rem auto; padding: 1rem 2rem 2rem; background: #fff;
        border: 1px solid var(--line); border-radius: 8px; font-size: 14px; }
-main h1 { font-size: 1.4rem; } main h2 { font-size: 1.1rem; margin-top: 1.6rem; border-bottom: 1px solid var(--line); }
+main h1 { font-size: 1.4rem; }
+main h2 { font-size: 1.1rem; margin-top: 1.6rem; border-bottom: 1px solid var(--line); }
 main table { border-collapse: collapse; margin: .5rem 0; font-size: .9rem; }
-main th, main td { padding: .3rem .6rem; border-bottom: 1px solid var(--line); text-align: left; vertical-align: top; }
+main th, main td { padding: .3rem .6rem; border-bottom: 1px solid var(--line); text-align: left;
+                   vertical-align: top; }
 main th { background: var(--soft); }
 main td { overflow-wrap: anywhere; font-variant-numeric: tabular-nums; }
 main code { background: var(--soft); padding: 0 .2rem; border-radius: 3px; overflow-wrap: anywhere; }
@@ -121,7 +123,8 @@ def report_page(markdown: str, trace_id: str) -> str:
         f'<title>mastrace report {ref}</title><link rel="stylesheet" href="../../static/ui.css">'
         f"<style>{_STYLE}</style></head><body>"
         '<div class="topbar"><span class="brand">mastrace</span><a href="../../">runs</a>'
-        f'<span class="crumb">/</span><code>{ref}</code><span class="crumb">/</span><span>analysis report</span>'
-        f'<span class="spacer"></span><a href="../{ref}">waterfall</a><a href="../{ref}/view">static view</a></div>'
+        f'<span class="crumb">/</span><code>{ref}</code><span class="crumb">/</span>'
+        '<span>analysis report</span><span class="spacer"></span>'
+        f'<a href="../{ref}">waterfall</a><a href="../{ref}/view">static view</a></div>'
         f'<main id="report">{body}</main></body></html>'
     )
