@@ -215,7 +215,10 @@ def ui_routes(store: Path) -> list[Any]:
 
     def check_refs(ref_a: str, ref_b: str) -> None:
         with TraceStore(store) as traces:
-            traces.resolve(ref_a), traces.resolve(ref_b)
+            for ref in (ref_a, ref_b):
+                trace_id = traces.resolve(ref)
+                found = traces.rows("SELECT 1 AS one FROM records WHERE trace_id = ? LIMIT 1", [trace_id])
+                traces.require_trace(trace_id, found=bool(found))
 
     async def diff(request: Request) -> Response:
         """The diff page; 404 (with the reason) when a run it names is not in the store."""
