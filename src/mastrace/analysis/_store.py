@@ -78,7 +78,8 @@ SELECT trace_id,
        {_usage_sum(semconv.MASSGEN_USAGE_INPUT, semconv.GEN_AI_USAGE_INPUT_TOKENS)} AS input_tokens,
        {_usage_sum(semconv.MASSGEN_USAGE_OUTPUT, semconv.GEN_AI_USAGE_OUTPUT_TOKENS)} AS output_tokens,
        sum(TRY_CAST(attributes->>'{semconv.MASSGEN_USAGE_COST}' AS DOUBLE))
-           FILTER (WHERE {AGENT_SPAN_SQL}) AS cost
+           FILTER (WHERE {AGENT_SPAN_SQL}) AS cost,
+       bool_or(span_name = '{semconv.SPAN_COORDINATION_SESSION}' AND parent_span_id IS NULL) AS is_session
 FROM records
 GROUP BY trace_id
 ORDER BY start_us DESC
@@ -136,6 +137,7 @@ class RunSummary:
     input_tokens: float | None
     output_tokens: float | None
     cost: float | None
+    is_session: bool = False
 
 
 @dataclass
@@ -465,15 +467,24 @@ class TraceStore:
             raise StoreError(f"no trace matching {ref!r} in the store at {self.where} (see `mastrace runs`)")
         raise StoreError(f"trace id prefix {ref!r} is ambiguous: {', '.join(found[:2])}, …")
 
-    def aliases(self) -> dict[str, str]:
-        """Trace id → `latest` / `previous`, for the runs those words pick (there may be no previous)."""
-        marks: dict[str, str] = {}
-        for alias in ("previous", "latest"):
-            try:
-                marks[self.resolve(alias)] = alias
-            except StoreError:
-                continue
-        return marks
+    def aliases(self, runs: Sequence[RunSummary] | None = None, limit: int | None = None) -> dict[str, str]:
+        """Trace id → `latest` / `previous`, for the runs those words pick (there may be no previous).
+
+        Args:
+            runs: What `runs(limit=limit)` returned, when the caller has it: the answer is read off it
+                when it can be (two sessions in it, or every run of the store), with no query.
+            limit: The limit those runs were read with.
+        """
+        if runs is not None:
+            sessions = [r.trace_id for r in runs if r.is_session]
+            if len(sessions) >= 2 or not limit or len(runs) < limit:
+                newest = (sessions or [r.trace_id for r in runs])[:2]
+                return dict(zip(newest, ("latest", "previous"), strict=False))
+        newest = self._latest_sessions(2)  # the common case, in one look at the roots
+        if len(newest) < 2:
+            refs = self.index()
+            newest = [r.trace_id for r in ([r for r in refs if r.is_session] or refs)[:2]]
+        return dict(zip(newest, ("latest", "previous"), strict=False))
 
     def _by_position(self, position: int, alias: str) -> str:
         newest = self._latest_sessions(position + 1)

@@ -11,7 +11,7 @@ from typing import TextIO
 
 import duckdb
 
-from ..analysis import TraceStore, render_runs, render_trace
+from ..analysis import TraceStore, render_runs
 from ..exceptions import MastraceError
 from ._output import format_rows, json_default, progress
 from ._terminal import escape_control
@@ -49,7 +49,7 @@ def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
     """List runs (one per trace), newest first."""
     with open_store(args) as store, progress("reading runs"):
         runs = store.runs(limit=args.limit)
-        marks = store.aliases()
+        marks = store.aliases(runs, args.limit)
     if args.format == "json":
         rows = [{**vars(r), "ref": marks.get(r.trace_id)} for r in runs]
         out.write(json.dumps(rows, indent=2, default=json_default) + "\n")
@@ -60,6 +60,8 @@ def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_tree(args: argparse.Namespace, out: TextIO) -> int:
     """Print a trace's span hierarchy."""
+    from ..analysis import render_trace
+
     with open_store(args) as store, progress("reading trace"):
         trace_id = store.resolve(args.trace)
         text = render_trace(store, trace_id, max_spans=args.max_spans or None)
