@@ -10,8 +10,9 @@ Each fenced `python` or `bash` block is preceded by a marker comment that says h
   intake, on the standard ports 4317/4318), `logfire` (a write token and a loopback Logfire endpoint in
   `LOGFIRE_TOKEN` / `LOGFIRE_BASE_URL`), `app` (`your_agents.py` and `any_otel_app.py`, traced programs),
   `openai` (an OpenAI-compatible server on loopback in `OPENAI_BASE_URL`, and `OPENAI_API_KEY`),
-  `maseval` (`my_benchmark.py`: a small real MASEval benchmark), `serve` (the preceding `server` block
-  running), `massgen` (MassGen itself: run by `tests_massgen/`, in MassGen's own environment).
+  `maseval` (`my_benchmark.py`: the MASEval integration tests' small real benchmark), `serve` (the
+  preceding `server` block running), `massgen` (MassGen itself: run by `tests_massgen/`, in MassGen's
+  own environment).
 - `<!-- test: server -->`: a long-running command (`mastrace serve`), started for the blocks after it.
 - `<!-- test: pytest -->`: a test file, run by pytest with the package's plugin.
 - `<!-- test: install -->`: `pip install` lines: every extra they name exists in `pyproject.toml`.
@@ -146,6 +147,13 @@ with trace.get_tracer("any.app").start_as_current_span("any.work"):
     pass
 provider.shutdown()
 """
+MY_BENCHMARK = """\
+# A small real MASEval benchmark (no network): the one the MASEval integration's tests run.
+from integrations.test_maseval import EchoBenchmark as MyBenchmark, _task
+
+tasks = [_task("t0", "mars"), _task("t1", "tea")]
+config = {"temperature": 0.0}
+"""
 WORKER = """
 import sys
 import mastrace
@@ -205,7 +213,8 @@ def _prepare(block: Block, work: Path, home: Path, request: pytest.FixtureReques
     if "openai" in block.needs:
         extra.update(OPENAI_BASE_URL=request.getfixturevalue("openai_url"), OPENAI_API_KEY="sk-readme-test")
     if "maseval" in block.needs:
-        shutil.copy(Path(__file__).parent / "readme_benchmark.py", work / "my_benchmark.py")
+        (work / "my_benchmark.py").write_text(MY_BENCHMARK)
+        extra["PYTHONPATH"] = str(Path(__file__).parent)  # where the benchmark of the MASEval tests lives
     return extra
 
 

@@ -10,6 +10,7 @@ Example:
 
 from __future__ import annotations
 
+from ._lazy import lazy_exports
 from .exceptions import ConfigError, ExportError, MastraceError, MastraceWarning, StoreError
 
 # Not `typing.TYPE_CHECKING`: importing `typing` is a few milliseconds the `mastrace` command's
@@ -17,8 +18,6 @@ from .exceptions import ConfigError, ExportError, MastraceError, MastraceWarning
 TYPE_CHECKING = False
 
 if TYPE_CHECKING:
-    from typing import Any
-
     from ._config import configure, force_flush, is_configured, shutdown
     from ._context import create_task, inject_env, wrap
     from ._instrument import instrument
@@ -76,19 +75,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value  # later look-ups do not come back here
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
 
 
 __version__ = "0.1.0"
