@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import threading
 from typing import TextIO
+from urllib.parse import quote
 
 __all__ = ["cmd_serve", "ui_url"]
 
 
-def ui_url(host: str, port: int) -> str:
+def ui_url(host: str, port: int, token: str | None = None) -> str:
     """The address to open the UI at: a wildcard listen address is reached through loopback."""
     shown = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
-    return f"http://[{shown}]:{port}/" if ":" in shown else f"http://{shown}:{port}/"
+    base = f"http://[{shown}]:{port}/" if ":" in shown else f"http://{shown}:{port}/"
+    return base + (f"?token={quote(token, safe='')}" if token else "")
 
 
 def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
@@ -36,7 +39,10 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
         where.append(f"OTLP/gRPC on {args.host}:{server.grpc_port}")
     out.write(f"mastrace serve: {' and '.join(where)}, writing to {store} (Ctrl-C to stop)\n")
     if server.http_port is not None:
-        out.write(f"mastrace serve: web UI on {ui_url(args.host, server.http_port)}\n")
+        # With a token (when the server requires one), the address carries it once: the page trades it
+        # for a cookie and its own requests carry that.
+        token = getattr(args, "token", None) or os.environ.get("MASTRACE_SERVE_TOKEN", "").strip() or None
+        out.write(f"mastrace serve: web UI on {ui_url(args.host, server.http_port, token)}\n")
     out.flush()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

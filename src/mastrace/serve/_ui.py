@@ -89,8 +89,9 @@ def ui_routes(store: Path) -> list[Any]:
             return []
         with TraceStore(store) as traces:
             try:
-                runs = [vars(run) for run in traces.runs(limit=500)]
-                marks = traces.aliases()
+                found = traces.runs(limit=500)
+                marks = traces.aliases(found, 500)
+                runs = [vars(run) for run in found]
             except StoreError:  # no spans yet
                 return []
             for run in runs:
