@@ -62,5 +62,10 @@ const UI = (() => {
     return { reply, data: reply.ok ? await reply.json() : null };
   };
   const forget = (key) => etags.delete(key);
-  return { el, int, dur, cost, num, utc, poller, getJSON, forget };
+  // What the server says it left out of its answer (malformed lines of the store), for the status line.
+  const skipped = (reply) => {
+    const n = Number(reply.headers.get("X-Mastrace-Skipped-Rows") || 0);
+    return n ? ", " + int(n) + " malformed row(s) skipped" : "";
+  };
+  return { el, int, dur, cost, num, utc, poller, getJSON, forget, skipped };
 })();
