@@ -338,7 +338,7 @@ def _require_store_folder(path: Path) -> None:
     if not (path / SEGMENTS_DIR).is_dir() and any(path.iterdir()):
         raise StoreError(
             f"{path} is not a mastrace store: it has no {SEGMENTS_DIR}/ folder "
-            "(a store is the folder mastrace.configure() or mastrace serve writes)"
+            "(a store is the folder that configure() or `mastrace serve` writes)"
         )
 
 

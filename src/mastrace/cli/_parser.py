@@ -25,7 +25,7 @@ _DESCRIPTION = """\
 Inspect the local trace store that mastrace writes (default: $MASTRACE_DIR or ./.mastrace).
 
 TRACE is a trace id, a unique prefix of one (4+ hex characters), 'latest' or 'previous'.
-'latest' is the newest coordination session (a trace whose root span is coordination.session)
+'latest' is the newest coordination session (a trace whose root span is the session span)
 when the store has one, else the newest trace; `mastrace runs` marks the rows they pick.
 The SQL table is `records`, with Logfire's columns."""
 
@@ -224,7 +224,7 @@ def _run_parser(sub: Any) -> None:
         help="run a Python program (console script, .py file or python -m MODULE) traced into the store",
         description="Run PROGRAM in this process with mastrace configured and its integrations on "
         "(massgen for the massgen command; openai and anthropic when installed). The options given "
-        "here win over the program's own mastrace.configure() arguments, in the program and in the "
+        "here win over the program's own configure() arguments, in the program and in the "
         "processes it starts. Put -- before the program: mastrace run -- massgen --config cfg.yaml 'q'",
     )
     _one_store(run, "the spans go to")
