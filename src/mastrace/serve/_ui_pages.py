@@ -68,32 +68,32 @@ def _keys(values: list[str | None]) -> dict[str, Any]:
 def waterfall_rows(
     traces: TraceStore, trace_id: str, ended_since_us: int | None = None
 ) -> list[dict[str, Any]]:
-    """The spans of a trace as the waterfall draws them: ids, times, label, error flag, display kind
-    (`session`, `agent`, `llm`, `tool`, `event`, `other`) and key attributes (`keys`), in start order;
-    with `ended_since_us`, only the spans that ended since then."""
-    rows = traces.rows(_ROWS_SQL, [trace_id, ended_since_us or 0])
+    """The spans of a trace as the waterfall draws them, in start order: ids (`parent` for a child),
+    times, display kind (`session`, `agent`, `llm`, `tool`, `event`, `other`), and when they apply
+    `label` (a message other than the name), `error`, `log` and key attributes (`keys`); with
+    `ended_since_us`, only the spans that ended since then."""
     out = []
-    for r in rows:
+    # What is false, empty or the same as the name is left out: a 10,000-span run is one answer.
+    for r in traces.rows(_ROWS_SQL, [trace_id, ended_since_us or 0]):
         name = r["span_name"] or ""
-        log = r["span_type"] == "log"
-        error = bool(
-            r["otel_status_code"] == "ERROR" or r["is_exception"] or (r["level"] or 0) >= semconv.LEVEL_ERROR
-        )
-        message = r["message"]
-        out.append(
-            {
-                "span_id": r["span_id"],
-                "parent": r["parent_span_id"],
-                "name": name,
-                "label": message if message and message != name else name,
-                "start_us": int(r["start_us"]),
-                "end_us": int(r["end_us"]),
-                "error": error,
-                "log": log,
-                "kind": span_category(name, r["span_type"]),
-                "keys": _keys(list(r["k"] or [])),
-            }
-        )
+        row: dict[str, Any] = {
+            "span_id": r["span_id"],
+            "name": name,
+            "start_us": int(r["start_us"]),
+            "end_us": int(r["end_us"]),
+            "kind": span_category(name, r["span_type"]),
+        }
+        if r["parent_span_id"]:
+            row["parent"] = r["parent_span_id"]
+        if r["message"] and r["message"] != name:
+            row["label"] = r["message"]
+        if r["otel_status_code"] == "ERROR" or r["is_exception"] or (r["level"] or 0) >= semconv.LEVEL_ERROR:
+            row["error"] = True
+        if r["span_type"] == "log":
+            row["log"] = True
+        if r["k"] and any(v is not None for v in r["k"]):
+            row["keys"] = _keys(list(r["k"]))
+        out.append(row)
     return out
 
 
