@@ -10,7 +10,7 @@ Example:
 
 from __future__ import annotations
 
-from ._lazy import lazy_exports
+from ._lazy import lazy_exports as _lazy_exports
 from .exceptions import ConfigError, ExportError, MastraceError, MastraceWarning, StoreError
 
 # Not `typing.TYPE_CHECKING`: importing `typing` is a few milliseconds the `mastrace` command's
@@ -75,7 +75,7 @@ _LAZY = {
 }
 
 
-__getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
+__getattr__, __dir__ = _lazy_exports(__name__, globals(), _LAZY)
 
 
 __version__ = "0.1.0"

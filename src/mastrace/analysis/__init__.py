@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_exports
+from .._lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from ._diff import RunDiff, diff_reports, render_diff
@@ -48,7 +48,7 @@ _LAZY = {
 }
 
 
-__getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
+__getattr__, __dir__ = _lazy_exports(__name__, globals(), _LAZY)
 
 
 __all__ = [
