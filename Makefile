@@ -7,11 +7,14 @@ VENV := .venv
 PY := $(VENV)/bin/python
 # MassGen pins older openai/protobuf/wrapt releases: its integration tests get their own environment.
 MG_VENV := .venv-massgen
+# The OpenTelemetry reference GenAI instrumentation pins wrapt<2: the side-by-side test and the
+# benchmark run it from an environment of its own.
+REF_VENV := .venv-genai-ref
 # The suite runs on the default Python and again on the lowest and the highest supported ones when the
 # machine has them and they differ from the default (on PATH or under pyenv; uv cannot download one here).
 # Python 3.10 gets DuckDB 1.x (DuckDB 2 ships no 3.10 wheels), so that run covers both DuckDB lines.
 PY_OTHERS := 3.10 3.13
-SUITE_DEPS := --all-extras --no-extra massgen --all-groups --no-group massgen-test
+SUITE_DEPS := --all-extras --no-extra massgen --all-groups --no-group massgen-test --no-group genai-reference
 # The other Pythons skip the Phoenix receiver (an interop test, run once on the default Python).
 OTHER_DEPS := $(SUITE_DEPS) --no-group phoenix
 DEMO_DIR ?= .mastrace-demo
@@ -35,6 +38,10 @@ $(MG_VENV)/.synced: pyproject.toml uv.lock | $(UV)
 	UV_PROJECT_ENVIRONMENT=$(MG_VENV) $(UV) sync --quiet --extra massgen --group massgen-test --no-default-groups
 	touch $@
 
+$(REF_VENV)/.synced: pyproject.toml uv.lock | $(UV)
+	UV_PROJECT_ENVIRONMENT=$(REF_VENV) $(UV) sync --quiet --group genai-reference --no-default-groups --no-install-project
+	touch $@
+
 demo: $(VENV)/.synced-core
 	MASTRACE_DIR=$(DEMO_DIR) $(PY) examples/coordination_demo.py --store $(DEMO_DIR) --report
 
@@ -43,7 +50,7 @@ browser:
 	  (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) 2>&1 | tail -n 3 || \
 	  echo "chromium could not be installed: browser tests will fail"; }
 
-test: $(VENV)/.synced $(MG_VENV)/.synced browser
+test: $(VENV)/.synced $(MG_VENV)/.synced $(REF_VENV)/.synced browser
 	$(PY) -m pytest -q; code=$$?; \
 	if [ $$code -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; \
 	if $(MG_VENV)/bin/python -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then \
@@ -72,8 +79,8 @@ format: $(VENV)/.synced
 	$(VENV)/bin/ruff format src tests tests_massgen examples benchmarks
 	$(VENV)/bin/ruff check --fix src tests tests_massgen examples benchmarks
 
-bench: $(VENV)/.synced
+bench: $(VENV)/.synced $(REF_VENV)/.synced
 	$(PY) benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) $(MG_VENV) .venv-py310 .venv-py313 .venv-bootstrap $(DEMO_DIR) .mastrace
+	rm -rf $(VENV) $(MG_VENV) $(REF_VENV) .venv-py310 .venv-py313 .venv-bootstrap $(DEMO_DIR) .mastrace

@@ -28,9 +28,9 @@ ATTRIBUTES: dict[str, Any] = {
     "gen_ai.request.model": "gpt-4o-mini",
     "gen_ai.usage.input_tokens": 1234,
     "gen_ai.usage.output_tokens": 321,
-    "mastrace.stream.time_to_first_chunk_s": 0.4123,
+    "gen_ai.response.time_to_first_chunk": 0.4123,
     "gen_ai.response.finish_reasons": ("stop",),
-    "gen_ai.prompt": "Summarise the answers so far and vote for the best one. " * 8,
+    "gen_ai.input.messages": "Summarise the answers so far and vote for the best one. " * 8,
 }
 CONFIG: dict[str, Any] = {
     "agents": {

@@ -96,8 +96,8 @@ def build_spans(count: int, prompt_every: int = 4, prompt_chars: int = 2000) -> 
                 if kind == 0:
                     attrs = {
                         "gen_ai.request.model": "gpt-4o-mini",
-                        "gen_ai.prompt": _prose(rnd, prompt_chars),
-                        "gen_ai.completion": _prose(rnd, prompt_chars // 2),
+                        "gen_ai.input.messages": _prose(rnd, prompt_chars),
+                        "gen_ai.output.messages": _prose(rnd, prompt_chars // 2),
                         "gen_ai.usage.input_tokens": 500 + i,
                         "gen_ai.usage.output_tokens": 250,
                     }

@@ -8,8 +8,12 @@ from collections.abc import Iterator
 import pytest
 from opentelemetry import propagate
 
+from genai_peer import serve
 from mastrace import _config, _context
 from mastrace._errors import reset_reported
+from mastrace.integrations.anthropic import instrument_anthropic, uninstrument_anthropic
+from mastrace.integrations.openai import instrument_openai, uninstrument_openai
+from phoenix_server import Phoenix, run_phoenix
 
 _ENV_PREFIXES = ("MASTRACE_", "OTEL_", "LOGFIRE_")
 _ENV_NAMES = ("TRACEPARENT", "TRACESTATE")
@@ -35,3 +39,25 @@ def _reset_mastrace(
     _config.reset_for_tests()
     _context.unpatch_threads()
     reset_reported()
+
+
+@pytest.fixture(scope="session")
+def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Phoenix]:
+    """A real Phoenix server on 127.0.0.1, shared by every test of the session that uses it."""
+    yield from run_phoenix(tmp_path_factory.mktemp("phoenix"))
+
+
+@pytest.fixture(scope="session")
+def peer() -> Iterator[str]:
+    """The loopback OpenAI- and Anthropic-compatible server of `genai_peer` (its base URL)."""
+    with serve() as url:
+        yield url
+
+
+@pytest.fixture
+def instrumented_llms() -> Iterator[None]:
+    """`instrument_openai()` and `instrument_anthropic()` for the test."""
+    assert instrument_openai() and instrument_anthropic()
+    yield
+    uninstrument_openai()
+    uninstrument_anthropic()

@@ -11,7 +11,17 @@ from pathlib import Path
 from mastrace.store import query
 
 DEMO = Path(__file__).resolve().parents[1] / "examples" / "coordination_demo.py"
-_VARYING = ("time", "duration", "latency", "_at", "timestamp", "first_chunk", "mastrace.config", "benchmark")
+_VARYING = (
+    "time",
+    "duration",
+    "latency",
+    "_at",
+    "timestamp",
+    "first_chunk",
+    "mastrace.config",
+    "benchmark",
+    "conversation.id",  # one new id per session, like the trace id
+)
 
 
 def _run(store: Path, seed: str) -> list[tuple[str, str]]:

@@ -74,9 +74,30 @@ def test_round_span_name_parent_and_attributes(mastrace_spans: CapturedSpans) ->
         attrs[semconv.GEN_AI_OPERATION_NAME] == "invoke_agent" and attrs[semconv.GEN_AI_AGENT_ID] == "agent_a"
     )
     assert attrs[semconv.GEN_AI_AGENT_NAME] == "Researcher"
+    assert attrs[semconv.GEN_AI_PROVIDER_NAME] == "openrouter"  # the agent is its own LLM backend
     assert attrs[semconv.MASSGEN_NUM_CONTEXT_ANSWERS] == 3
     assert attrs[semconv.MASTRACE_CONFIG_HASH] == session.config_hash
     assert span.status.status_code is StatusCode.UNSET
+
+
+def test_session_conversation_id_reaches_rounds_and_llm_calls(mastrace_spans: CapturedSpans) -> None:
+    """`gen_ai.conversation.id` is the session's (given or generated) on its rounds and LLM streams."""
+    agent, orchestrator = Agent("agent_a"), Orchestrator()
+    for given in ("massgen-session-1", None):
+        with (
+            orchestrator.coordination_session("t", ["agent_a"], conversation_id=given) as session,
+            agent.agent_round(0) as rnd,
+        ):
+            list(agent.llm_stream("m", [{"delta": "x"}]))
+            rnd.set_outcome("answer")
+        spans = mastrace_spans.spans[-3:]
+        assert {s.attributes.get(semconv.GEN_AI_CONVERSATION_ID) for s in spans} == {session.conversation_id}
+        assert given is None or session.conversation_id == given
+    round_attrs = mastrace_spans.by_name("agent.agent_a.round_0")[-1].attributes
+    assert round_attrs[semconv.GEN_AI_AGENT_NAME] == "agent_a"  # no agent_name: the id names it
+    with agent.agent_round(1):  # outside a session: no conversation
+        pass
+    assert semconv.GEN_AI_CONVERSATION_ID not in mastrace_spans.attributes("agent.agent_a.round_1")
 
 
 def test_answer_and_vote_outcomes(mastrace_spans: CapturedSpans) -> None:

@@ -68,7 +68,7 @@ def test_sync_stream_yields_the_same_chunks_in_one_span(mastrace_spans: Captured
     )
     assert attrs[semconv.GEN_AI_RESPONSE_MODEL] == "gpt-4o-2024-08-06"
     assert attrs[semconv.MASTRACE_STREAM_CHUNKS] == 3 and attrs[semconv.MASTRACE_STREAM_COMPLETED] is True
-    assert attrs[semconv.MASTRACE_TIME_TO_FIRST_CHUNK] >= 0.0
+    assert attrs[semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] >= 0.0
     assert span.status.status_code is StatusCode.UNSET
 
 

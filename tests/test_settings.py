@@ -101,6 +101,15 @@ CASES: dict[str, Case] = {
     "logfire": Case("MASTRACE_LOGFIRE", "1", False, lambda s: s.logfire, None, True, None),
     "console": Case("MASTRACE_CONSOLE", "1", False, lambda s: s.console, False, True, False),
     "scrubbing": Case("MASTRACE_SCRUBBING", "0", True, lambda s: s.scrubbing is not None, True, False, True),
+    "capture_content": Case(
+        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
+        "SPAN_ONLY",
+        False,
+        lambda s: s.capture_content,
+        False,
+        True,
+        False,
+    ),
     "sample_rate": Case("MASTRACE_SAMPLE_RATE", "0.25", 0.75, lambda s: s.sample_rate, 0.75, 0.25, 1.0),
     "propagate_threads": Case(
         "MASTRACE_PROPAGATE_THREADS", "0", True, lambda s: s.propagate_threads, True, False, True
@@ -129,6 +138,9 @@ REVERSED: dict[str, Case] = {
     ),
     "console": Case("MASTRACE_CONSOLE", "0", True, lambda s: s.console, True, False, False),
     "scrubbing": Case("MASTRACE_SCRUBBING", "1", False, lambda s: s.scrubbing is not None, False, True, True),
+    "capture_content": Case(
+        "MASTRACE_CAPTURE_CONTENT", "0", True, lambda s: s.capture_content, True, False, False
+    ),
     "propagate_threads": Case(
         "MASTRACE_PROPAGATE_THREADS", "1", False, lambda s: s.propagate_threads, False, True, True
     ),

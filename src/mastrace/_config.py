@@ -62,6 +62,7 @@ class Settings:
     sample_rate: float
     propagate_threads: bool
     exporters: tuple[SpanExporter, ...] = ()
+    capture_content: bool = False
     flush_interval: float = 0.5
     max_queue_size: int = 200_000
     synchronous: bool = False
@@ -94,6 +95,7 @@ def _resolve(arguments: Mapping[str, object]) -> Settings:
         console=values["console"][0],
         scrubbing=None if scrubbing is False else ScrubbingOptions() if scrubbing is True else scrubbing,
         sample_rate=values["sample_rate"][0],
+        capture_content=values["capture_content"][0],
         propagate_threads=values["propagate_threads"][0],
         exporters=values["exporters"][0],
         flush_interval=values["flush_interval"][0],
@@ -169,6 +171,7 @@ def configure(
     logfire: str | bool | UnsetType | None = UNSET,
     console: bool | UnsetType = UNSET,
     scrubbing: bool | ScrubbingOptions | UnsetType = UNSET,
+    capture_content: bool | UnsetType | None = UNSET,
     sample_rate: float | UnsetType | None = UNSET,
     propagate_threads: bool | UnsetType | None = UNSET,
     exporters: Sequence[SpanExporter] | UnsetType = UNSET,
@@ -211,6 +214,11 @@ def configure(
         console: Print a line per finished span to stderr. Env: `MASTRACE_CONSOLE`. Default: False.
         scrubbing: True (default patterns), False, or `ScrubbingOptions(...)`.
             Env: `MASTRACE_SCRUBBING`. Default: True.
+        capture_content: Record the content of LLM calls (messages, system instructions, tool
+            definitions, tool arguments and results) on their spans, scrubbed like every attribute.
+            An `instrument_*(capture_content=...)` argument overrides it for that SDK. Env:
+            `MASTRACE_CAPTURE_CONTENT`, else `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`.
+            Default: False.
         sample_rate: Fraction of traces kept, 0.0 to 1.0. Env: `MASTRACE_SAMPLE_RATE`. Default: 1.0.
         propagate_threads: Make `ThreadPoolExecutor` and `threading.Thread` carry the caller's
             context. Env: `MASTRACE_PROPAGATE_THREADS`. Default: True.
@@ -244,6 +252,7 @@ def configure(
         "logfire": logfire,
         "console": console,
         "scrubbing": scrubbing,
+        "capture_content": capture_content,
         "sample_rate": sample_rate,
         "propagate_threads": propagate_threads,
         "exporters": exporters,
@@ -291,7 +300,7 @@ def _initialize(settings: Settings) -> None:
     # destinations instead of being lost, and spans open across the switch end through the new one.
     # Spans reach somewhere when mastrace has a destination, or when they go through a provider
     # that is not ours (the application's or Logfire's), which exports them itself.
-    delivers = bool(destinations) or provider is not _RT.own_provider
+    delivers = any(d.counted for d in destinations) or provider is not _RT.own_provider
     if settings.logfire_token_ignored:
         warnings.warn(
             "mastrace: LOGFIRE_TOKEN is set but the logfire package is not installed, so spans are "
@@ -325,6 +334,7 @@ def _initialize(settings: Settings) -> None:
     _install_exit_hooks()
     STATE.provider = provider
     STATE.configured = True
+    STATE.capture_content = settings.capture_content
     STATE.on_lost = pipeline.note_lost
     STATE.generation += 1
 
@@ -332,15 +342,18 @@ def _initialize(settings: Settings) -> None:
 def _provider_for(settings: Settings) -> trace.TracerProvider:
     """The provider mastrace spans are made with, with the switch processor added to it."""
     if settings.logfire:
-        from .exporters.logfire import configure_logfire
+        from .exporters.logfire import application_configured_logfire, configure_logfire
 
-        configure_logfire(
-            settings.logfire,
-            settings.service_name,
-            settings.scrubbing,
-            sample_rate=settings.sample_rate,
-            own_otlp_traces=not settings.otlp,
-        )
+        # Configuring Logfire again would replace the provider that holds an application's own span
+        # processors: when the application configured Logfire, mastrace joins that configuration.
+        if not application_configured_logfire():
+            configure_logfire(
+                settings.logfire,
+                settings.service_name,
+                settings.scrubbing,
+                sample_rate=settings.sample_rate,
+                own_otlp_traces=not settings.otlp,
+            )
     current = trace.get_tracer_provider()
     if _RT.own_provider is not None and current is _RT.own_provider:
         _update_own_provider(settings)
@@ -465,7 +478,36 @@ def _destinations(settings: Settings) -> list[Destination]:
         out.append(Destination("console", ConsoleExporter(), transform, **common))
     for i, exporter in enumerate(settings.exporters):
         out.append(Destination(f"{type(exporter).__name__}#{i}", exporter, transform, **common))
+    metrics = _metrics_destination(settings, common)
+    if metrics is not None:
+        out.append(metrics)
     return out
+
+
+def _metrics_destination(settings: Settings, common: dict[str, Any]) -> Destination | None:
+    """The GenAI metrics, derived from LLM call spans on their own thread, when anything receives
+    them: the OTLP endpoint, Logfire, or a MeterProvider the application set (see `genai_metrics`)."""
+    from ._otel_private import meter_provider_is_set
+
+    providers: list[Any] = []
+    owned: list[Any] = []
+    if settings.otlp:
+        from .exporters.genai_metrics import build_otlp_meter_provider
+
+        owned.append(build_otlp_meter_provider(settings.otlp, _resource(settings)))
+    if settings.logfire or meter_provider_is_set():
+        from opentelemetry import metrics
+
+        providers.append(metrics.get_meter_provider())  # Logfire's once it is configured
+    if not providers and not owned:
+        return None
+    from .exporters.genai_metrics import GenAIMetricsExporter
+
+    exporter = GenAIMetricsExporter([*owned, *providers], owned, exit_budget=settings.otlp_exit_timeout)
+    destination = Destination("genai-metrics", exporter, **common)
+    destination.counted = False
+    destination.exit_budget = settings.otlp_exit_timeout
+    return destination
 
 
 def _continue_env_trace() -> None:
@@ -516,6 +558,7 @@ def shutdown(timeout: float = 5.0, *, interrupted: bool = False) -> FlushResult:
         _RT.pipeline = None
         _RT.settings = None
         STATE.provider = None
+        STATE.capture_content = None
         STATE.on_lost = None
         STATE.generation += 1
         _context.unpatch_threads()

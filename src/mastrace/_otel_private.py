@@ -24,6 +24,7 @@ __all__ = [
     "PRIVATE_MEMBERS",
     "RUNTIME_CONTEXT_VAR",
     "SPAN_KEY",
+    "meter_provider_is_set",
     "replace_provider_resource",
     "reset_global_providers",
     "span_attributes",
@@ -36,6 +37,7 @@ PRIVATE_MEMBERS: tuple[str, ...] = (
     "opentelemetry.context._RUNTIME_CONTEXT._current_context",
     "opentelemetry.trace._TRACER_PROVIDER",
     "opentelemetry.trace._TRACER_PROVIDER_SET_ONCE",
+    "opentelemetry.metrics._internal._METER_PROVIDER, _METER_PROVIDER_SET_ONCE, _ProxyMeterProvider",
     "ReadableSpan._attributes (BoundedAttributes._dict)",
     "ReadableSpan._events / _links (BoundedList._dq)",
     "TracerProvider._resource, _tracers, _tracers_lock; Tracer._set_resource",
@@ -101,12 +103,22 @@ def replace_provider_resource(provider: TracerProvider, resource: Resource) -> N
                 tracer._set_resource(resource)
 
 
+def meter_provider_is_set() -> bool:
+    """Whether an application (or Logfire) set the global MeterProvider (else it is the API's proxy)."""
+    from opentelemetry.metrics import _internal as metrics_internal
+
+    return not isinstance(metrics_internal.get_meter_provider(), metrics_internal._ProxyMeterProvider)
+
+
 def reset_global_providers() -> None:
-    """Forget the global tracer provider, and let the next `logfire.configure()` install its own."""
+    """Forget the global tracer and meter providers; the next `logfire.configure()` installs its own."""
+    from opentelemetry.metrics import _internal as metrics_internal
     from opentelemetry.util._once import Once
 
     trace._TRACER_PROVIDER = None
     trace._TRACER_PROVIDER_SET_ONCE = Once()
+    metrics_internal._METER_PROVIDER = None
+    metrics_internal._METER_PROVIDER_SET_ONCE = Once()
     logfire_config = sys.modules.get("logfire._internal.config")
     if logfire_config is not None:
         logfire_config.GLOBAL_CONFIG._has_set_providers = False

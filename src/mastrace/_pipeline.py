@@ -105,6 +105,9 @@ class Destination:
         self.name = name
         self.exporter = exporter
         self.synchronous = synchronous
+        # False for a side destination (GenAI metrics) that is not a place spans are delivered to:
+        # left out of the counts, and of whether spans reach anywhere.
+        self.counted = True
         self._transform = transform
         self._max_queue = max_queue
         self._batch_size = batch_size
@@ -335,7 +338,8 @@ class Pipeline(SpanProcessor):
     def note_lost(self, n: int = 1) -> None:
         """Count `n` spans that never reached this pipeline (lost inside mastrace) as dropped everywhere."""
         for destination in self.destinations:
-            destination.count_dropped(n)
+            if destination.counted:
+                destination.count_dropped(n)
 
     def open_spans(self) -> list[Span]:
         """Spans started but not yet ended."""
@@ -365,7 +369,7 @@ class Pipeline(SpanProcessor):
 
     def result(self, complete: bool = True) -> FlushResult:
         """The counts so far, per destination and summed."""
-        stats = {d.name: d.stats() for d in self.destinations}
+        stats = {d.name: d.stats() for d in self.destinations if d.counted}
         return FlushResult(
             exported=sum(s.exported for s in stats.values()),
             dropped=sum(s.dropped for s in stats.values()),

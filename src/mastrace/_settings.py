@@ -116,6 +116,22 @@ def _parse_flag(var: str, text: str) -> bool:
     raise ValueError(text)
 
 
+# `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT` also takes the content modes of the
+# OpenTelemetry GenAI utilities; mastrace records content on spans only, so the span modes mean on.
+_CONTENT_ON = frozenset({"span_only", "span_and_event"})
+_CONTENT_OFF = frozenset({"no_content", "event_only"})
+
+
+def _parse_capture(var: str, text: str) -> bool:
+    value = text.strip().lower()
+    if var == "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT":
+        if value in _CONTENT_ON:
+            return True
+        if value in _CONTENT_OFF:
+            return False
+    return _parse_flag(var, text)
+
+
 def _parse_text(var: str, text: str) -> str:
     return text.strip()
 
@@ -299,6 +315,21 @@ CONSOLE: Final = Param[bool](
     accepts="True or False",
     env_accepts=_FLAG_TEXT,
 )
+CAPTURE_CONTENT: Final = Param[bool](
+    name="capture_content",
+    env=("MASTRACE_CAPTURE_CONTENT", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"),
+    type="bool",
+    default=False,
+    default_doc="off",
+    env_doc="`MASTRACE_CAPTURE_CONTENT`, else `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`",
+    parser=_parse_capture,
+    check=_check_bool,
+    doc="Record LLM messages, system instructions, tool definitions and tool arguments (scrubbed).",
+    accepts="True or False",
+    env_accepts=f"{_FLAG_TEXT} (the OpenTelemetry variable also SPAN_ONLY, SPAN_AND_EVENT, "
+    "EVENT_ONLY or NO_CONTENT)",
+    none_is_unset=True,
+)
 SCRUBBING: Final = Param[bool | ScrubbingOptions](
     name="scrubbing",
     env=("MASTRACE_SCRUBBING",),
@@ -475,6 +506,7 @@ PARAMS: Final[tuple[Param[Any], ...]] = (
     LOGFIRE,
     CONSOLE,
     SCRUBBING,
+    CAPTURE_CONTENT,
     SAMPLE_RATE,
     PROPAGATE_THREADS,
     EXPORTERS,

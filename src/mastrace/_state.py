@@ -22,6 +22,8 @@ class State:
     configured: bool = False
     counters: dict[str, int] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+    # `configure(capture_content=...)`; None until configured (the environment decides then).
+    capture_content: bool | None = None
     # Told about each span that could not be created or ended: the pipeline counts it as dropped.
     on_lost: Callable[[int], None] | None = None
 

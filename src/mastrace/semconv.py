@@ -1,15 +1,30 @@
-"""Every span name and attribute key mastrace writes, in one place.
+"""Every span name, attribute key and metric name mastrace writes, in one place.
 
 Three families live side by side on the same spans:
 
 - `massgen.*`: the keys MassGen's Logfire tracing uses, so existing queries keep working;
-- `gen_ai.*` and `mcp.*`: the OpenTelemetry GenAI and MCP semantic conventions;
+- `gen_ai.*`, `mcp.*`, `jsonrpc.*`, `server.*`, `network.*`, `error.type`: the OpenTelemetry
+  semantic conventions, the version pinned in `SEMCONV_VERSION` (the GenAI and MCP conventions
+  of that release, read from its text and YAML model);
 - `mastrace.*` and `logfire.*`: this SDK's own keys, and the ones Logfire reads to render a span.
+  A key the conventions do not define never takes a `gen_ai.*` or `mcp.*` name.
+
+Span names are the exception, on purpose: LLM calls keep MassGen's `llm.<provider>.stream` /
+`llm.<provider>.chat` (the conventions suggest `chat <model>`), agent rounds `agent.<id>.round_<n>`,
+MCP calls `mcp.<server>.<tool>`, so that the SQL of MassGen's analysis guide keeps working; viewers
+that follow the conventions read the attributes (`gen_ai.operation.name`, ...), not the name.
 """
 
 from __future__ import annotations
 
 from typing import Final
+
+SEMCONV_VERSION: Final = "1.41.0"
+"""The OpenTelemetry semantic conventions release whose GenAI and MCP conventions mastrace follows
+(the last release of `open-telemetry/semantic-conventions` that carries them; they continue in
+`semantic-conventions-genai`). Spans are written in its "latest experimental" GenAI form, what
+instrumentations emit under `OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental`."""
+SEMCONV_SCHEMA_URL: Final = f"https://opentelemetry.io/schemas/{SEMCONV_VERSION}"
 
 # --- span names (templates are filled with str.format) ------------------------------------------
 SPAN_COORDINATION_SESSION: Final = "coordination.session"
@@ -67,39 +82,77 @@ GEN_AI_OP_CHAT: Final = "chat"
 GEN_AI_AGENT_ID: Final = "gen_ai.agent.id"
 GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
 GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"
+GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
+GEN_AI_OUTPUT_TYPE: Final = "gen_ai.output.type"
 GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
 GEN_AI_REQUEST_MAX_TOKENS: Final = "gen_ai.request.max_tokens"
 GEN_AI_REQUEST_TEMPERATURE: Final = "gen_ai.request.temperature"
+GEN_AI_REQUEST_TOP_P: Final = "gen_ai.request.top_p"
+GEN_AI_REQUEST_TOP_K: Final = "gen_ai.request.top_k"
+GEN_AI_REQUEST_STOP_SEQUENCES: Final = "gen_ai.request.stop_sequences"
+GEN_AI_REQUEST_FREQUENCY_PENALTY: Final = "gen_ai.request.frequency_penalty"
+GEN_AI_REQUEST_PRESENCE_PENALTY: Final = "gen_ai.request.presence_penalty"
+GEN_AI_REQUEST_SEED: Final = "gen_ai.request.seed"
+GEN_AI_REQUEST_CHOICE_COUNT: Final = "gen_ai.request.choice.count"
+GEN_AI_REQUEST_STREAM: Final = "gen_ai.request.stream"
+GEN_AI_RESPONSE_ID: Final = "gen_ai.response.id"
 GEN_AI_RESPONSE_MODEL: Final = "gen_ai.response.model"
 GEN_AI_RESPONSE_FINISH_REASONS: Final = "gen_ai.response.finish_reasons"
+GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: Final = "gen_ai.response.time_to_first_chunk"
 GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
 GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
 GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: Final = "gen_ai.usage.cache_read.input_tokens"
 GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: Final = "gen_ai.usage.reasoning.output_tokens"
 GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: Final = "gen_ai.usage.cache_creation.input_tokens"
-GEN_AI_REQUEST_PREFIX: Final = "gen_ai.request."
-GEN_AI_TOOL_CALL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
+GEN_AI_INPUT_MESSAGES: Final = "gen_ai.input.messages"
+GEN_AI_OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
+GEN_AI_SYSTEM_INSTRUCTIONS: Final = "gen_ai.system_instructions"
+GEN_AI_TOOL_DEFINITIONS: Final = "gen_ai.tool.definitions"
 GEN_AI_TOOL_NAME: Final = "gen_ai.tool.name"
+GEN_AI_TOOL_TYPE: Final = "gen_ai.tool.type"
+GEN_AI_TOOL_DESCRIPTION: Final = "gen_ai.tool.description"
 GEN_AI_TOOL_CALL_ID: Final = "gen_ai.tool.call.id"
-GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
+GEN_AI_TOOL_CALL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
+GEN_AI_TOOL_CALL_RESULT: Final = "gen_ai.tool.call.result"
+GEN_AI_TOOL_TYPE_FUNCTION: Final = "function"
+GEN_AI_TOOL_TYPE_EXTENSION: Final = "extension"
+GEN_AI_PROMPT_NAME: Final = "gen_ai.prompt.name"
+GEN_AI_TOKEN_TYPE: Final = "gen_ai.token.type"
+GEN_AI_TOKEN_INPUT: Final = "input"
+GEN_AI_TOKEN_OUTPUT: Final = "output"
+OPENAI_REQUEST_SERVICE_TIER: Final = "openai.request.service_tier"
+OPENAI_RESPONSE_SERVICE_TIER: Final = "openai.response.service_tier"
+OPENAI_RESPONSE_SYSTEM_FINGERPRINT: Final = "openai.response.system_fingerprint"
+SERVER_ADDRESS: Final = "server.address"
+SERVER_PORT: Final = "server.port"
+ERROR_TYPE: Final = "error.type"
+ERROR_TYPE_OTHER: Final = "_OTHER"
 
-# --- MCP semantic conventions -------------------------------------------------------------------
+# GenAI client metrics (histograms).
+METRIC_GEN_AI_TOKEN_USAGE: Final = "gen_ai.client.token.usage"
+METRIC_GEN_AI_OPERATION_DURATION: Final = "gen_ai.client.operation.duration"
+TOKEN_USAGE_BUCKETS: Final = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304,
+                              16777216, 67108864)  # fmt: skip
+DURATION_BUCKETS: Final = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48,
+                           40.96, 81.92)  # fmt: skip
+
+# --- MCP semantic conventions (with JSON-RPC and network) ---------------------------------------
 MCP_METHOD_NAME: Final = "mcp.method.name"
 MCP_METHOD_TOOLS_CALL: Final = "tools/call"
 MCP_METHOD_TOOLS_LIST: Final = "tools/list"
 MCP_SESSION_ID: Final = "mcp.session.id"
-MCP_SERVER_NAME: Final = "mcp.server.name"
 MCP_PROTOCOL_VERSION: Final = "mcp.protocol.version"
 MCP_METHOD_RESOURCES_LIST: Final = "resources/list"
 MCP_METHOD_RESOURCES_READ: Final = "resources/read"
 MCP_METHOD_PROMPTS_LIST: Final = "prompts/list"
 MCP_METHOD_PROMPTS_GET: Final = "prompts/get"
 MCP_RESOURCE_URI: Final = "mcp.resource.uri"
-GEN_AI_PROMPT_NAME: Final = "gen_ai.prompt.name"
-GEN_AI_PROMPT: Final = "gen_ai.prompt"
-GEN_AI_COMPLETION: Final = "gen_ai.completion"
-TOOL_SUCCESS: Final = "tool.success"
-ERROR_TYPE: Final = "error.type"
+JSONRPC_REQUEST_ID: Final = "jsonrpc.request.id"
+JSONRPC_PROTOCOL_VERSION: Final = "jsonrpc.protocol.version"
+JSONRPC_VERSION: Final = "2.0"
+NETWORK_TRANSPORT: Final = "network.transport"
+NETWORK_TRANSPORT_PIPE: Final = "pipe"
+NETWORK_TRANSPORT_TCP: Final = "tcp"
 
 # --- MASEval integration (maseval.*) ------------------------------------------------------------
 SPAN_MASEVAL_RUN: Final = "maseval.run"
@@ -126,7 +179,17 @@ MASTRACE_SCRUBBED: Final = "mastrace.scrubbed"
 MASTRACE_TRUNCATED: Final = "mastrace.truncated"
 MASTRACE_STREAM_COMPLETED: Final = "mastrace.stream.completed"
 MASTRACE_STREAM_CHUNKS: Final = "mastrace.stream.chunks"
-MASTRACE_TIME_TO_FIRST_CHUNK: Final = "mastrace.stream.time_to_first_chunk_s"
+MASTRACE_REQUEST_PREFIX: Final = "mastrace.request."
+"""Request parameters the conventions have no key for (`user`, `parallel_tool_calls`, ...)."""
+MASTRACE_REQUEST_TOOL_CALL_IDS: Final = "mastrace.request.tool_call_ids"
+"""The ids of the tool results sent back in a request (recorded without content capture)."""
+MASTRACE_RESPONSE_TOOL_CALLS: Final = "mastrace.response.tool_calls"
+"""The tool calls a response asked for, `[{"id", "name"}]` (recorded without content capture)."""
+LEGACY_TIME_TO_FIRST_CHUNK: Final = "mastrace.stream.time_to_first_chunk_s"
+"""Where stores written by earlier versions keep the time to first chunk (read, never written)."""
+MASTRACE_TOOL_SUCCESS: Final = "mastrace.tool.success"
+MASTRACE_MCP_SERVER: Final = "mastrace.mcp.server"
+"""The MCP server's name as its span names use it (the conventions have no key for it)."""
 MASTRACE_ARGS: Final = "mastrace.args"
 MASTRACE_RETURN: Final = "mastrace.return"
 MASTRACE_CODE_FUNCTION: Final = "code.function"

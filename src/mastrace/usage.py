@@ -293,6 +293,8 @@ class TokenUsage(Usage):
     def merge_max(self, other: TokenUsage) -> TokenUsage:
         """Field-wise maximum: combines cumulative counters reported across several stream chunks."""
         tokens: dict[str, Any] = {n: max(getattr(self, n), getattr(other, n)) for n in _TOKEN_FIELDS}
+        # A total reported with the first part (Anthropic's message_start) misses the later output.
+        tokens["total_tokens"] = max(tokens["total_tokens"], tokens["input_tokens"] + tokens["output_tokens"])
         return TokenUsage(
             cost=max(self.cost, other.cost),
             units=dict(self.units),

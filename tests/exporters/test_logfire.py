@@ -313,3 +313,69 @@ def test_a_second_logfire_configure_does_not_lose_spans(tmp_path: Path) -> None:
     names = {r["span_name"] for r in query("SELECT span_name FROM records", store)}
     assert {"before", "after", "logfire after"} <= names
     assert result.destinations["local"].exported == len(names)
+
+
+def test_logfire_configured_first_is_reused_and_its_processors_keep_every_span(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """App's logfire.configure(additional_span_processors=[...]) then configure(logfire=True): no second
+    logfire.configure(), and the app's processor receives its own and mastrace's spans."""
+    app_spans = InMemorySpanExporter()
+    logfire.configure(
+        send_to_logfire=False,
+        console=False,
+        service_name="the-app",
+        additional_span_processors=[SimpleSpanProcessor(app_spans)],
+    )
+    calls: list[object] = []
+    original = logfire.configure
+    monkeypatch.setattr(logfire, "configure", lambda *a, **k: calls.append(k) or original(*a, **k))
+    mastrace.configure(logfire=True, local=tmp_path / "store")
+    with logfire.span("app request"):
+        emit()
+    with logfire.span("app after"):
+        pass
+    assert calls == []  # the application's configuration is reused, not replaced
+    assert mastrace.force_flush(timeout=10).destinations["local"].exported == 5
+    names = [s.name for s in app_spans.get_finished_spans()]
+    assert sorted(names) == sorted(
+        [
+            "app request",
+            "app after",
+            "coordination.session",
+            "agent.a.round_1",
+            "Coordination event: winner_selected",
+        ]
+    )
+    rows = query("SELECT span_name, span_id, parent_span_id, service_name FROM records", tmp_path / "store")
+    found = {r["span_name"]: r for r in rows}
+    assert found["coordination.session"]["parent_span_id"] == found["app request"]["span_id"]
+    assert {r["service_name"] for r in rows} == {"the-app"}  # the application's resource
+
+
+def test_an_app_logfire_configure_after_mastrace_keeps_both_receiving(tmp_path: Path) -> None:
+    """configure(logfire=True) then the app's own logfire.configure(additional_span_processors=[...]):
+    mastrace's store and the app's processor both receive every later span, nested."""
+    store = tmp_path / "store"
+    mastrace.configure(logfire=True, local=store)
+    app_spans = InMemorySpanExporter()
+    logfire.configure(
+        send_to_logfire=False, console=False, additional_span_processors=[SimpleSpanProcessor(app_spans)]
+    )
+    with logfire.span("app request"):
+        emit()
+    assert mastrace.force_flush(timeout=10).destinations["local"].exported == 4
+    assert {s.name for s in app_spans.get_finished_spans()} == {
+        "app request",
+        "coordination.session",
+        "agent.a.round_1",
+        "Coordination event: winner_selected",
+    }
+    found = {
+        r["span_name"]: r for r in query("SELECT span_name, span_id, parent_span_id FROM records", store)
+    }
+    assert found["coordination.session"]["parent_span_id"] == found["app request"]["span_id"]
+    mastrace.configure(logfire=True, local=tmp_path / "two")  # now the app's configuration: reused
+    with logfire.span("later"):
+        pass
+    assert "later" in {s.name for s in app_spans.get_finished_spans()}

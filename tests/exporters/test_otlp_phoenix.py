@@ -2,19 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import socket
-import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
@@ -23,90 +13,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import mastrace
 from mastrace.exporters.otlp import build_otlp_exporter
 from mastrace.store import query
+from phoenix_server import Phoenix, free_port
 
-WAIT = 60.0  # upper bound for a server to come up or ingest; never a speed requirement
-PHOENIX = Path(sys.executable).parent / "phoenix"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass
-class Phoenix:
-    http_port: int
-    grpc_port: int
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.http_port}"
-
-    def get(self, path: str) -> Any:
-        with urllib.request.urlopen(self.url + path, timeout=10) as response:
-            return json.load(response)
-
-    def spans(self, project: str, expected: int) -> list[dict[str, Any]]:
-        """The project's spans, once `expected` of them have been ingested."""
-        deadline = time.monotonic() + WAIT
-        found: list[dict[str, Any]] = []
-        while time.monotonic() < deadline:
-            try:
-                found = self.get(f"/v1/projects/{project}/spans?limit=1000")["data"]
-            except urllib.error.HTTPError as exc:  # 404 until the project's first span lands
-                if exc.code != 404:
-                    raise
-            if len(found) >= expected:
-                return found
-            time.sleep(0.25)
-        return found
-
-
-def _healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url + "/healthz", timeout=2) as response:
-            return response.status == 200
-    except OSError:
-        return False
-
-
-@pytest.fixture(scope="session")
-def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Phoenix]:
-    """A Phoenix server on 127.0.0.1 for the whole session."""
-    if not PHOENIX.exists():
-        pytest.skip("arize-phoenix is not installed (dependency group `phoenix`)")
-    workdir = tmp_path_factory.mktemp("phoenix")
-    server = Phoenix(free_port(), free_port())
-    env = {
-        **os.environ,
-        "PHOENIX_WORKING_DIR": str(workdir),
-        "PHOENIX_HOST": "127.0.0.1",
-        "PHOENIX_PORT": str(server.http_port),
-        "PHOENIX_GRPC_PORT": str(server.grpc_port),
-        "PHOENIX_TELEMETRY_ENABLED": "false",
-    }
-    log = (workdir / "server.log").open("w")
-    process = subprocess.Popen(
-        [str(PHOENIX), "serve"], env=env, cwd=workdir, stdout=log, stderr=subprocess.STDOUT
-    )
-    try:
-        deadline = time.monotonic() + WAIT
-        while not _healthy(server.url):
-            if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(
-                    f"phoenix did not become healthy:\n{(workdir / 'server.log').read_text()[-3000:]}"
-                )
-            time.sleep(0.5)
-        yield server
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
+WAIT = 60.0  # upper bound for a flush; never a speed requirement
 
 
 def hex_ids(span: ReadableSpan) -> tuple[str, str, str | None]:

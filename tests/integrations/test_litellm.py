@@ -24,7 +24,7 @@ with warnings.catch_warnings():
 import mastrace
 from mastrace.integrations.litellm import instrument_litellm, uninstrument_litellm
 from mastrace.integrations.openai import instrument_openai, uninstrument_openai
-from mastrace.testing import CapturedSpans
+from mastrace.testing import CapturedSpans, capture_spans
 
 from .test_openai import COMPLETION_TOKENS, PROMPT_TOKENS, WORDS, Handler
 
@@ -82,7 +82,7 @@ def test_a_stream_is_one_span_with_time_to_first_chunk_and_usage(
     text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
     assert text == "".join(WORDS)
     attrs = mastrace_spans.attributes("llm.litellm.stream")
-    assert attrs["mastrace.stream.completed"] is True and attrs["mastrace.stream.time_to_first_chunk_s"] > 0
+    assert attrs["mastrace.stream.completed"] is True and attrs["gen_ai.response.time_to_first_chunk"] > 0
     assert attrs["gen_ai.usage.input_tokens"] == PROMPT_TOKENS
     assert attrs["gen_ai.response.finish_reasons"] == ("stop",)
 
@@ -152,3 +152,24 @@ def test_with_openai_instrumented_too_a_call_is_one_span_and_one_credit(
     assert names.count("llm.litellm.chat") == 1 and names.count("llm.litellm.stream") == 1
     assert not [n for n in names if n.startswith("llm.openai")]
     assert mastrace_spans.attributes("agent.agent_l.round_1")["massgen.usage.input"] == 2 * PROMPT_TOKENS
+
+
+def test_tool_calls_provider_and_server_follow_the_conventions(instrumented: None) -> None:
+    """A tool call and a streamed tool call through LiteLLM: routed provider, server, tool call ids,
+    and with capture on the conventions' messages (the same reader as `openai`)."""
+    from genai_peer import OPENAI_CALL_ID, OPENAI_HISTORY, OPENAI_TOOLS, serve
+
+    with serve() as base, capture_spans(capture_content=True) as captured:
+        common: dict[str, Any] = {"api_base": base + "/v1", "api_key": "sk-test", "tools": OPENAI_TOOLS}
+        litellm.completion(model="openai/gpt-peer", messages=OPENAI_HISTORY, **common)
+        stream = litellm.completion(model="openai/gpt-peer", messages=OPENAI_HISTORY, stream=True, **common)
+        for _ in stream:
+            pass
+        chat, streamed = captured.attributes("llm.litellm.chat"), captured.attributes("llm.litellm.stream")
+    for attrs in (chat, streamed):
+        assert (attrs["gen_ai.provider.name"], attrs["massgen.backend"]) == ("openai", "litellm")
+        assert attrs["server.address"] == "127.0.0.1" and attrs["server.port"] == int(base.rsplit(":", 1)[1])
+        assert attrs["mastrace.response.tool_calls"] == [{"id": OPENAI_CALL_ID, "name": "get_weather"}]
+        tool_part = attrs["gen_ai.output.messages"][0]["parts"][-1]
+        assert tool_part["arguments"] == {"city": "Paris"} and tool_part["id"] == OPENAI_CALL_ID
+        assert [m["role"] for m in attrs["gen_ai.input.messages"]] == ["system", "user"]

@@ -124,9 +124,9 @@ def test_one_span_per_task_and_repetition(mastrace_spans: CapturedSpans) -> None
         """
         maseval.run [maseval.benchmark=EchoBenchmark, maseval.n_task_repeats=2]
           maseval.task [maseval.task.id=t1]
-            maseval.repetition [maseval.repeat_idx=0, maseval.status=success]
+            maseval.repetition [maseval.repeat_idx=0, maseval.status=success, gen_ai.conversation.id=t1/0]
               agent.echo.run
-            maseval.repetition [maseval.repeat_idx=1, maseval.status=success]
+            maseval.repetition [maseval.repeat_idx=1, maseval.status=success, gen_ai.conversation.id=t1/1]
               agent.echo.run
     """,
         ordered=True,

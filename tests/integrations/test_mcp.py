@@ -128,10 +128,10 @@ def test_stdio_client_tree(stdio_run: StdioRun) -> None:
         stdio_run.client,
         """
         MCP send initialize
-        mcp.demo.tools/list [mcp.method.name=tools/list, mcp.server.name=demo]
+        mcp.demo.tools/list [mcp.method.name=tools/list, mastrace.mcp.server=demo]
         agent.a.round_0
-          mcp.demo.add [gen_ai.tool.name=add, tool.success=true]
-          mcp.demo.explode [gen_ai.tool.name=explode, tool.success=false]
+          mcp.demo.add [gen_ai.tool.name=add, mastrace.tool.success=true]
+          mcp.demo.explode [gen_ai.tool.name=explode, mastrace.tool.success=false]
     """,
     )
 
@@ -164,14 +164,20 @@ def test_stdio_client_span_attributes(stdio_run: StdioRun) -> None:
             semconv.MCP_METHOD_NAME,
             semconv.GEN_AI_OPERATION_NAME,
             semconv.GEN_AI_TOOL_NAME,
-            semconv.MCP_SERVER_NAME,
+            semconv.MASTRACE_MCP_SERVER,
+            semconv.JSONRPC_PROTOCOL_VERSION,
+            semconv.NETWORK_TRANSPORT,
         )
     } == {
         semconv.MCP_METHOD_NAME: "tools/call",
         semconv.GEN_AI_OPERATION_NAME: "execute_tool",
         semconv.GEN_AI_TOOL_NAME: "add",
-        semconv.MCP_SERVER_NAME: "demo",
+        semconv.MASTRACE_MCP_SERVER: "demo",
+        semconv.JSONRPC_PROTOCOL_VERSION: "2.0",
+        semconv.NETWORK_TRANSPORT: "pipe",  # stdio
     }
+    assert span.attributes[semconv.JSONRPC_REQUEST_ID]  # from the SDK's span it took over
+    assert semconv.GEN_AI_TOOL_CALL_ARGUMENTS not in span.attributes  # content capture is off
 
 
 @pytest.mark.slow
@@ -179,7 +185,7 @@ def test_stdio_failing_tool_is_an_error_on_the_client(stdio_run: StdioRun) -> No
     """A tool that fails gives an `isError` result, which marks the client span as an error."""
     span = stdio_run.client_span("mcp.demo.explode")
     assert span.status.status_code is StatusCode.ERROR
-    assert span.attributes[semconv.TOOL_SUCCESS] is False
+    assert span.attributes[semconv.MASTRACE_TOOL_SUCCESS] is False
 
 
 @pytest.mark.slow
@@ -191,7 +197,7 @@ def test_stdio_failing_tool_is_an_error_on_the_server(stdio_run: StdioRun) -> No
         "ValueError",
         "boom",
     )
-    assert json.loads(row["attributes"])[semconv.TOOL_SUCCESS] is False
+    assert json.loads(row["attributes"])[semconv.MASTRACE_TOOL_SUCCESS] is False
 
 
 # --- in-process servers ------------------------------------------------------------------------------
@@ -237,7 +243,7 @@ def test_sdk_client_span_is_taken_over(instrumented: None, mastrace_spans: Captu
         MCP send initialize
           initialize
         notifications/initialized
-        mcp.inproc.echo_meta [jsonrpc.request.id=*, tool.success=true]
+        mcp.inproc.echo_meta [jsonrpc.request.id=*, mastrace.tool.success=true]
           tools/call echo_meta
           mcp.inproc.tools/list
             tools/list
@@ -290,7 +296,10 @@ def test_jsonrpc_error_marks_the_call_failed(instrumented: None, mastrace_spans:
 
     _run_client(body)
     span = mastrace_spans.one("mcp.inproc.refuse")
-    assert (span.status.status_code, span.attributes[semconv.TOOL_SUCCESS]) == (StatusCode.ERROR, False)
+    assert (span.status.status_code, span.attributes[semconv.MASTRACE_TOOL_SUCCESS]) == (
+        StatusCode.ERROR,
+        False,
+    )
     assert span.attributes[semconv.ERROR_TYPE] == "-32001"
 
 
@@ -302,7 +311,24 @@ def test_set_session_info_names_server_and_session(instrumented: None, mastrace_
         await client.list_tools()
 
     _run_client(body)
-    assert mastrace_spans.attributes("mcp.files.tools/list")[semconv.MCP_SESSION_ID] == "s-1"
+    attributes = mastrace_spans.attributes("mcp.files.tools/list")
+    assert attributes[semconv.MCP_SESSION_ID] == "s-1"
+    assert attributes[semconv.NETWORK_TRANSPORT] == "tcp"  # a session with an id is an HTTP one
+
+
+def test_transport_given_and_content_captured(instrumented: None) -> None:
+    """`set_session_info(transport=...)` sets `network.transport`; capture records arguments and result."""
+
+    async def body(client: Client) -> None:
+        set_session_info(client.session, transport="pipe", session_id="s-2")
+        await client.call_tool("echo_meta", {})
+
+    with capture_spans(capture_content=True) as captured:
+        _run_client(body)
+        attributes = captured.attributes("mcp.inproc.echo_meta")
+    assert attributes[semconv.NETWORK_TRANSPORT] == "pipe"
+    assert attributes[semconv.GEN_AI_TOOL_CALL_ARGUMENTS] == {}
+    assert "00-" in str(attributes[semconv.GEN_AI_TOOL_CALL_RESULT])  # the tool returned the traceparent
 
 
 def test_instrument_server_name_applies_to_every_session(mastrace_spans: CapturedSpans) -> None:
@@ -371,7 +397,7 @@ def test_traced_tool_opens_a_server_span_when_the_sdk_does_not(mastrace_spans: C
     ctx = _LegacyContext(_LegacyRequest(_META, {"name": "lookup"}))
     assert anyio.run(lambda: lookup("k", ctx=ctx)) == "k"
     span = mastrace_spans.one("tools/call lookup")
-    assert (span.kind, f"{span.parent.span_id:016x}", span.attributes[semconv.TOOL_SUCCESS]) == (
+    assert (span.kind, f"{span.parent.span_id:016x}", span.attributes[semconv.MASTRACE_TOOL_SUCCESS]) == (
         SpanKind.SERVER,
         _SPAN_ID,
         True,
@@ -388,7 +414,10 @@ def test_traced_tool_records_a_failure(mastrace_spans: CapturedSpans) -> None:
     with pytest.raises(ZeroDivisionError):
         divide(1, 0)
     span = mastrace_spans.one("tools/call divide")
-    assert (span.status.status_code, span.attributes[semconv.TOOL_SUCCESS]) == (StatusCode.ERROR, False)
+    assert (span.status.status_code, span.attributes[semconv.MASTRACE_TOOL_SUCCESS]) == (
+        StatusCode.ERROR,
+        False,
+    )
     assert span.events[0].attributes["exception.type"] == "ZeroDivisionError"
 
 

@@ -36,7 +36,7 @@ _KEY_ATTRIBUTES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("out", (semconv.MASSGEN_USAGE_OUTPUT, semconv.GEN_AI_USAGE_OUTPUT_TOKENS)),
     ("cached", (semconv.MASSGEN_USAGE_CACHED_INPUT, semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS)),
     ("cost", (semconv.MASSGEN_USAGE_COST,)),
-    ("ttfc", (semconv.MASTRACE_TIME_TO_FIRST_CHUNK,)),
+    ("ttfc", (semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, semconv.LEGACY_TIME_TO_FIRST_CHUNK)),
     ("interrupted", (semconv.MASTRACE_INTERRUPTED,)),
 )
 

@@ -5,6 +5,11 @@ one; `mastrace.configure()` then adds its own destinations (the local store, OTL
 so every span goes to Logfire and to them. Logfire reads its usual environment variables:
 `LOGFIRE_TOKEN`, `LOGFIRE_BASE_URL`, `LOGFIRE_SEND_TO_LOGFIRE`, …
 
+An application that configured Logfire itself keeps its configuration: `logfire.configure()` is
+never called again (`application_configured_logfire()`), since a second call would replace the
+provider that holds the application's own span processors. mastrace's destinations are added to
+the application's provider, and what Logfire sends is governed by the application's settings.
+
 Spans that mastrace creates through Logfire's provider keep the `logfire.span_type` mastrace gives
 them (`log` for `tracer.event()`), which Logfire's own tracer would otherwise force to `span`.
 """
@@ -29,6 +34,7 @@ from ..exceptions import ExportError
 
 __all__ = [
     "LogfireTracerProvider",
+    "application_configured_logfire",
     "configure_logfire",
     "hook_target",
     "is_logfire_provider",
@@ -38,6 +44,16 @@ __all__ = [
 _INSTALL_HINT = "configure(logfire=...) needs the logfire SDK: pip install 'mastrace[logfire]'"
 _EVERY_KEY = r"^(?=[\s\S])"  # matches at position 0 of any non-empty string
 _RESOURCE_ENV = "OTEL_RESOURCE_ATTRIBUTES"
+
+
+# Whether the Logfire configuration in force is the one `configure_logfire()` made (True), or the
+# application's own (a `logfire.configure()` call mastrace did not make came after it).
+_configured_by_mastrace: list[bool] = [False]
+
+
+def application_configured_logfire() -> bool:
+    """Whether the application (not mastrace) configured Logfire, which mastrace must then reuse."""
+    return is_logfire_provider(trace.get_tracer_provider()) and not _configured_by_mastrace[0]
 
 
 def configure_logfire(
@@ -84,6 +100,7 @@ def configure_logfire(
             scrubbing=_logfire_scrubbing(logfire, scrubbing_options),
             sampling=logfire.SamplingOptions(head=sample_rate),
         )
+    _configured_by_mastrace[0] = True
 
 
 @contextmanager
@@ -169,6 +186,7 @@ def watch_reconfigure(after: Callable[[], None]) -> None:
     original = logfire.configure
 
     def configure(*args: Any, **kwargs: Any) -> Any:
+        _configured_by_mastrace[0] = False  # configure_logfire() sets it back for its own call
         result = original(*args, **kwargs)
         try:
             after()

@@ -1,37 +1,48 @@
 """What the LLM SDK integrations share: one span per call, streams seen chunk by chunk.
 
-An SDK module (`openai`, `anthropic`) gives a `Reader`, which knows its SDK's response and chunk
-shapes, and wraps its `create` methods with `sync_wrapper` / `async_wrapper`. A call becomes an
-`llm.<provider>.stream` span (streamed) or `llm.<provider>.chat` span with the GenAI attributes;
-its usage is credited once to the rounds, sessions and registry scopes around the call.
+An SDK module (`openai`, `anthropic`, `litellm`) gives a `Reader`, which knows its SDK's request,
+response and chunk shapes, and wraps its entry points with `sync_wrapper` / `async_wrapper`. A call
+becomes an `llm.<provider>.stream` span (streamed) or an `llm.<provider>.chat` span, of kind CLIENT,
+with the GenAI semantic conventions' attributes (see `semconv.SEMCONV_VERSION`). The span is the
+current span while the SDK call runs, so spans the SDK or an HTTP instrumentation start inside it
+nest under it. Its usage is credited once to the rounds, sessions and registry scopes around it.
 """
 
 from __future__ import annotations
 
 import contextvars
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import wrapt
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind
 
 from .. import semconv
 from .._errors import handle_internal_errors, log_internal_error, warn_once
+from .._genai import capture_enabled, conversation_id, request_attributes, server_of
 from .._tracer import NOOP_SPAN, NoOpSpan, Span, get_tracer
 from ..usage import CostCalculator, TokenUsage, credit_usage, current_sinks, field_of, usage_attributes
+from ._llm_streams import AsyncStream, SyncStream
+from ._messages import Output, tool_result_ids
 
 __all__ = [
+    "Call",
     "Options",
     "Patches",
     "PendingLLMSpan",
     "Reader",
     "async_wrapper",
+    "current_call",
     "pending_llm_span",
     "sync_wrapper",
 ]
 
-_PRIMITIVE = (str, int, float, bool)
+TRACER_NAME = "mastrace.llm"
 
 
 @dataclass
@@ -52,16 +63,17 @@ class PendingLLMSpan:
 pending_llm_span: contextvars.ContextVar[PendingLLMSpan | None] = contextvars.ContextVar(
     "mastrace_pending_llm_span", default=None
 )
-# True while an instrumented call is being made: a library that calls another instrumented SDK
-# underneath (LiteLLM calls `openai`) gives one span and one usage credit, not two.
-_inside_call: contextvars.ContextVar[bool] = contextvars.ContextVar("mastrace_inside_llm_call", default=False)
+# The instrumented call being made: a library that calls another instrumented SDK underneath
+# (LiteLLM calls `openai`) gives one span and one usage credit, not two; an SDK that starts a span
+# of its own for the call (anthropic) hands it over to this one.
+current_call: contextvars.ContextVar[Call | None] = contextvars.ContextVar("mastrace_llm_call", default=None)
 
 
 @dataclass
 class Options:
-    """What `instrument_<sdk>()` was asked for."""
+    """What `instrument_<sdk>()` was asked for (`capture_content=None`: follow `configure()`)."""
 
-    capture_content: bool = False
+    capture_content: bool | None = None
     cost_calculator: CostCalculator | None = None
 
 
@@ -70,16 +82,23 @@ class Reader:
     """How one SDK's calls look.
 
     Attributes:
-        provider: The provider for a client (`openai`, `openrouter`, `anthropic`).
-        skipped_request: Request arguments that are not `gen_ai.request.*` attributes.
-        response: Reads a whole response into a `Call` (model, usage, finish reasons, text).
+        provider: The provider (`gen_ai.provider.name`) of a client or call.
+        server: The base URL a client or call talks to (for `server.address` / `server.port`).
+        content: The request's content attributes (`input`, `system`, `tools`) in the conventions'
+            structure (`_messages.openai_request` / `anthropic_request`).
+        skipped_request: Request arguments that are content or SDK plumbing, never attributes.
+        response: Reads a whole response into a `Call` (id, model, usage, finish reasons, output).
         chunk: Reads one streamed chunk into a `Call`; runs per chunk, so it must be cheap.
+        span_provider: The `<provider>` of span names and `massgen.backend`, when it differs.
     """
 
-    provider: Callable[[Any], str]
+    provider: Callable[[Any, Mapping[str, Any]], str]
+    server: Callable[[Any, Mapping[str, Any]], Any]
+    content: Callable[[Mapping[str, Any]], dict[str, Any]]
     skipped_request: frozenset[str]
     response: Callable[[Call, Any], None]
     chunk: Callable[[Call, Any], None]
+    span_provider: str | None = None
     options: Options = field(default_factory=Options)
 
 
@@ -89,49 +108,97 @@ class Call:
     def __init__(self, reader: Reader, instance: Any, kwargs: Mapping[str, Any]) -> None:
         self.reader = reader
         self.options = reader.options
-        self.provider = reader.provider(instance)
+        self.capture = capture_enabled(self.options.capture_content)
+        self.provider = reader.provider(instance, kwargs)
         self.model = str(kwargs.get("model") or "")
-        self.stream = bool(kwargs.get("stream"))
+        self.stream = kwargs.get("stream") is True
         self.usage: TokenUsage | None = None
         self.cost: float | None = None
+        self.response_id: str | None = None
         self.response_model: str | None = None
         self.finish_reasons: list[str] = []
-        self.text: list[str] = []
+        self.output = Output()
+        self.extra: dict[str, Any] = {}  # provider-specific response attributes
         self.chunks = 0
         self.last_chunk = False  # set by a reader on the chunk after which nothing counts
         self.started = time.perf_counter()
         self.done = False
         # Usage goes to the rounds and sessions around the call, wherever the stream is read.
         self.sinks = current_sinks()
+        name, attrs = self._start_attributes(instance, kwargs)
+        self.span: Span | NoOpSpan = get_tracer(TRACER_NAME).start_span(name, attrs, kind=SpanKind.CLIENT)
+        pending = pending_llm_span.get()
+        if pending is not None:  # the framework's handle annotates the span that took its place
+            pending.spans.append(self.span)
+        otel_span = self.span.otel_span
+        self.otel_span: trace.Span | None = otel_span
+
+    def _start_attributes(self, instance: Any, kwargs: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+        backend = self.reader.span_provider or self.provider
         attrs: dict[str, Any] = {
             semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OP_CHAT,
             semconv.GEN_AI_PROVIDER_NAME: self.provider,
             semconv.GEN_AI_REQUEST_MODEL: self.model,
-            semconv.MASSGEN_BACKEND: self.provider,
+            semconv.MASSGEN_BACKEND: backend,
         }
-        for key, value in kwargs.items():
-            if key not in reader.skipped_request and isinstance(value, _PRIMITIVE):
-                attrs[semconv.GEN_AI_REQUEST_PREFIX + key] = value
-        if self.options.capture_content:
-            attrs[semconv.GEN_AI_PROMPT] = {
-                "messages": kwargs.get("messages"),
-                "system": kwargs.get("system"),
-            }
+        address, port = server_of(self.reader.server(instance, kwargs))
+        if address is not None:
+            attrs[semconv.SERVER_ADDRESS] = address
+            attrs[semconv.SERVER_PORT] = port
+        if self.stream:
+            attrs[semconv.GEN_AI_REQUEST_STREAM] = True
+        conversation = conversation_id.get()
+        if conversation is not None:
+            attrs[semconv.GEN_AI_CONVERSATION_ID] = conversation
+        attrs.update(request_attributes(kwargs, self.reader.skipped_request))
+        result_ids = tool_result_ids(kwargs.get("messages"))
+        if result_ids:
+            attrs[semconv.MASTRACE_REQUEST_TOOL_CALL_IDS] = result_ids
+        if self.capture:
+            content = self.reader.content(kwargs)
+            if content["input"]:  # none from messages given as an iterator: the SDK's to read
+                attrs[semconv.GEN_AI_INPUT_MESSAGES] = content["input"]
+            if "system" in content:
+                attrs[semconv.GEN_AI_SYSTEM_INSTRUCTIONS] = content["system"]
+            if "tools" in content:
+                attrs[semconv.GEN_AI_TOOL_DEFINITIONS] = content["tools"]
         pending = pending_llm_span.get()
-        if pending is not None:
-            pending.claimed += 1
-            name = pending.name
-            attrs = {**pending.attributes, **attrs}
-        else:
-            name = (semconv.SPAN_LLM_STREAM if self.stream else semconv.SPAN_LLM_CHAT).format(
-                provider=self.provider
-            )
-        self.span: Span | NoOpSpan = get_tracer("mastrace.llm").start_span(name, attrs)
-        if pending is not None:
-            pending.spans.append(self.span)
+        if pending is None:
+            template = semconv.SPAN_LLM_STREAM if self.stream else semconv.SPAN_LLM_CHAT
+            return template.format(provider=backend), attrs
+        pending.claimed += 1
+        return pending.name, {**pending.attributes, **attrs}
+
+    def attach(self) -> object:
+        """Make the call's span current (while the SDK call runs); returns the token for `detach`."""
+        span = self.otel_span
+        return otel_context.attach(trace.set_span_in_context(span)) if span is not None else None
+
+    @staticmethod
+    def detach(token: object) -> None:
+        if token is not None:
+            otel_context.detach(token)  # type: ignore[arg-type]
+
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        """While the SDK sends the request: the call is current (span and `current_call`); a
+        failure ends it with the error."""
+        token, ctx = current_call.set(self), self.attach()
+        try:
+            yield
+        except BaseException as exc:
+            self.end(exc)
+            raise
+        finally:
+            self.detach(ctx)
+            current_call.reset(token)
 
     def add_usage(self, usage: Any) -> None:
         """Take a usage object or dict from the response; counts reported in parts are merged."""
+        fields = getattr(usage, "__dict__", None)
+        if isinstance(fields, dict) and not isinstance(usage, Mapping):
+            # A pydantic model as a dict: reading a field it lacks raises inside the model, slowly.
+            usage = {**fields, **(getattr(usage, "__pydantic_extra__", None) or {})}
         found = TokenUsage.from_provider(usage, provider=self.provider)
         if found is not None:
             self.usage = found if self.usage is None else self.usage.merge_max(found)
@@ -143,18 +210,24 @@ class Call:
         with handle_internal_errors("llm response"):
             self.reader.response(self, response)
 
-    def on_chunk(self, chunk: Any) -> None:
+    def take(self, chunk: Any) -> Any:
+        """Read one chunk of the stream (runs per chunk: one frame, plain attribute reads). The span
+        ends at the chunk after which nothing counts: a consumer that stops there, without reading
+        the stream's end marker, still ends it."""
         if self.done:
-            return
+            return chunk
         self.chunks += 1
         try:
             if self.chunks == 1:
                 self.span.set_attribute(
-                    semconv.MASTRACE_TIME_TO_FIRST_CHUNK, time.perf_counter() - self.started
+                    semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, time.perf_counter() - self.started
                 )
             self.reader.chunk(self, chunk)
         except Exception as exc:
             log_internal_error("llm chunk", exc)
+        if self.last_chunk:
+            self.end()
+        return chunk
 
     def end(self, error: BaseException | None = None) -> None:
         if self.done:
@@ -162,17 +235,7 @@ class Call:
         self.done = True
         span = self.span
         with handle_internal_errors("llm end"):
-            if self.stream:
-                span.set_attribute(semconv.MASTRACE_STREAM_CHUNKS, self.chunks)
-                span.set_attribute(
-                    semconv.MASTRACE_STREAM_COMPLETED, error is None and bool(self.finish_reasons)
-                )
-            if self.response_model:
-                span.set_attribute(semconv.GEN_AI_RESPONSE_MODEL, self.response_model)
-            if self.finish_reasons:
-                span.set_attribute(semconv.GEN_AI_RESPONSE_FINISH_REASONS, tuple(self.finish_reasons))
-            if self.options.capture_content and self.text:
-                span.set_attribute(semconv.GEN_AI_COMPLETION, "".join(self.text))
+            span.set_attributes(self._end_attributes(error))
             usage = self.usage
             if usage is not None:
                 usage = self._priced(usage)
@@ -181,7 +244,33 @@ class Call:
                 credit_usage(usage, None, chain=self.sinks)
         span.end(error)
 
+    def _end_attributes(self, error: BaseException | None) -> dict[str, Any]:
+        attrs: dict[str, Any] = dict(self.extra)
+        if self.stream:
+            attrs[semconv.MASTRACE_STREAM_CHUNKS] = self.chunks
+            attrs[semconv.MASTRACE_STREAM_COMPLETED] = error is None and bool(self.finish_reasons)
+        if error is not None and not isinstance(error, GeneratorExit) and not self._has(semconv.ERROR_TYPE):
+            attrs[semconv.ERROR_TYPE] = type(error).__qualname__
+        if self.response_id:
+            attrs[semconv.GEN_AI_RESPONSE_ID] = self.response_id
+        if self.response_model:
+            attrs[semconv.GEN_AI_RESPONSE_MODEL] = self.response_model
+        if self.finish_reasons:
+            attrs[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = tuple(self.finish_reasons)
+        if self.output.choices:
+            calls = self.output.tool_calls()
+            if calls:  # ids and names are not content: kept with capture off
+                attrs[semconv.MASTRACE_RESPONSE_TOOL_CALLS] = calls
+            if self.capture:
+                attrs[semconv.GEN_AI_OUTPUT_MESSAGES] = self.output.messages(failed=error is not None)
+        return attrs
+
+    def _has(self, key: str) -> bool:
+        attributes = getattr(self.otel_span, "attributes", None)
+        return bool(attributes) and key in attributes  # type: ignore[operator]
+
     def _priced(self, usage: TokenUsage) -> TokenUsage:
+        """The call's usage with its cost: the provider's when it reported one, else the calculator's."""
         if self.cost is not None:
             return usage.with_cost(self.cost)
         calculator = self.options.cost_calculator
@@ -191,9 +280,13 @@ class Call:
         return usage if cost is None else usage.with_cost(cost)
 
 
-def _start(reader: Reader, instance: Any, kwargs: Mapping[str, Any]) -> Call | None:
+def start_call(reader: Reader, instance: Any, kwargs: Mapping[str, Any]) -> Call | None:
+    """A traced call, or None when it is not to be traced (inside another traced call, no-op, error)."""
+    if current_call.get() is not None:
+        return None
     with handle_internal_errors("llm start"):
-        return Call(reader, instance, kwargs)
+        call = Call(reader, instance, kwargs)
+        return None if call.span is NOOP_SPAN else call
     return None
 
 
@@ -201,19 +294,11 @@ def sync_wrapper(reader: Reader) -> Callable[..., Any]:
     """A `wrapt` wrapper for an SDK's synchronous `create`."""
 
     def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if _inside_call.get():
+        call = start_call(reader, instance, kwargs)
+        if call is None:
             return wrapped(*args, **kwargs)
-        call = _start(reader, instance, kwargs)
-        if call is None or call.span is NOOP_SPAN:
-            return wrapped(*args, **kwargs)
-        token = _inside_call.set(True)
-        try:
+        with call.running():
             result = wrapped(*args, **kwargs)
-        except BaseException as exc:
-            call.end(exc)
-            raise
-        finally:
-            _inside_call.reset(token)
         if call.stream:
             return SyncStream(result, call)
         call.on_response(result)
@@ -227,19 +312,11 @@ def async_wrapper(reader: Reader) -> Callable[..., Any]:
     """A `wrapt` wrapper for an SDK's asynchronous `create`."""
 
     async def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if _inside_call.get():
+        call = start_call(reader, instance, kwargs)
+        if call is None:
             return await wrapped(*args, **kwargs)
-        call = _start(reader, instance, kwargs)
-        if call is None or call.span is NOOP_SPAN:
-            return await wrapped(*args, **kwargs)
-        token = _inside_call.set(True)
-        try:
+        with call.running():
             result = await wrapped(*args, **kwargs)
-        except BaseException as exc:
-            call.end(exc)
-            raise
-        finally:
-            _inside_call.reset(token)
         if call.stream:
             return AsyncStream(result, call)
         call.on_response(result)
@@ -247,107 +324,6 @@ def async_wrapper(reader: Reader) -> Callable[..., Any]:
         return result
 
     return wrapper
-
-
-class SyncStream(wrapt.ObjectProxy[Any]):
-    """The SDK's stream, seen chunk by chunk; the span ends when it is exhausted, closed or dropped."""
-
-    def __init__(self, stream: Any, call: Call) -> None:
-        super().__init__(stream)
-        self._self_call = call
-
-    def __iter__(self) -> SyncStream:
-        return self
-
-    def __next__(self) -> Any:
-        try:
-            chunk = next(self.__wrapped__)
-        except StopIteration:
-            self._self_call.end()
-            raise
-        except BaseException as exc:
-            self._self_call.end(exc)
-            raise
-        call = self._self_call
-        call.on_chunk(chunk)
-        if call.last_chunk:
-            # A consumer that stops at the last chunk with content (without reading the stream's
-            # end marker) still gets a span that ends when the answer did.
-            call.end()
-        return chunk
-
-    def close(self) -> None:
-        try:
-            self.__wrapped__.close()
-        finally:
-            self._self_call.end()
-
-    def __enter__(self) -> SyncStream:
-        self.__wrapped__.__enter__()
-        return self
-
-    def __exit__(self, *exc: Any) -> Any:
-        try:
-            return self.__wrapped__.__exit__(*exc)
-        finally:
-            self._self_call.end(exc[1] if exc and isinstance(exc[1], BaseException) else None)
-
-    def __del__(self) -> None:  # a stream dropped half way still ends its span
-        call = getattr(self, "_self_call", None)
-        if call is not None and not call.done:
-            call.end()
-
-
-class AsyncStream(wrapt.ObjectProxy[Any]):
-    """The SDK's async stream, seen chunk by chunk; the span ends when it is exhausted, closed or dropped."""
-
-    def __init__(self, stream: Any, call: Call) -> None:
-        super().__init__(stream)
-        self._self_call = call
-
-    def __aiter__(self) -> AsyncStream:
-        return self
-
-    async def __anext__(self) -> Any:
-        try:
-            chunk = await self.__wrapped__.__anext__()
-        except StopAsyncIteration:
-            self._self_call.end()
-            raise
-        except BaseException as exc:
-            self._self_call.end(exc)
-            raise
-        call = self._self_call
-        call.on_chunk(chunk)
-        if call.last_chunk:
-            # A consumer that stops at the last chunk with content (without reading the stream's
-            # end marker) still gets a span that ends when the answer did.
-            call.end()
-        return chunk
-
-    async def close(self) -> None:
-        try:
-            await self.__wrapped__.close()
-        finally:
-            self._self_call.end()
-
-    async def aclose(self) -> None:
-        await self.close()
-
-    async def __aenter__(self) -> AsyncStream:
-        await self.__wrapped__.__aenter__()
-        return self
-
-    async def __aexit__(self, *exc: Any) -> Any:
-        try:
-            return await self.__wrapped__.__aexit__(*exc)
-        finally:
-            self._self_call.end(exc[1] if exc and isinstance(exc[1], BaseException) else None)
-
-    def __del__(self) -> None:
-        call = getattr(self, "_self_call", None)
-        if call is not None and not call.done:
-            call.end()
 
 
 class Patches:
@@ -364,13 +340,14 @@ class Patches:
         self, reader: Reader, sync_owner: Any, sync_name: str, async_owner: Any, async_name: str
     ) -> None:
         """Wrap a sync and an async entry point (methods of a class, or functions of a module)."""
-        for owner, name, wrapper in (
-            (sync_owner, sync_name, sync_wrapper(reader)),
-            (async_owner, async_name, async_wrapper(reader)),
-        ):
-            original = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
-            self.originals.append((owner, name, original))
-            setattr(owner, name, wrapt.FunctionWrapper(original, wrapper))
+        self.wrap_with(sync_owner, sync_name, sync_wrapper(reader))
+        self.wrap_with(async_owner, async_name, async_wrapper(reader))
+
+    def wrap_with(self, owner: Any, name: str, wrapper: Callable[..., Any]) -> None:
+        """Wrap one function or method with a `wrapt` wrapper."""
+        original = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+        self.originals.append((owner, name, original))
+        setattr(owner, name, wrapt.FunctionWrapper(original, wrapper))
 
     def undo(self) -> None:
         for owner, name, original in reversed(self.originals):

@@ -124,6 +124,8 @@ class MastraceCallback(BenchmarkCallback):  # type: ignore[misc]
             attrs = {
                 semconv.MASEVAL_TASK_ID: task_id,
                 semconv.MASEVAL_REPEAT_IDX: repeat_idx,
+                # One conversation per repetition of a task: `<task id>/<repetition>`.
+                semconv.GEN_AI_CONVERSATION_ID: f"{task_id}/{repeat_idx}",
                 semconv.LOGFIRE_MSG: f"MASEval task {task_id} repetition {repeat_idx}",
             }
             self._repetitions[(task_id, repeat_idx)] = self._open(

@@ -4,8 +4,11 @@ Client side, `instrument_mcp()` patches `mcp.ClientSession` so that every `call_
 `mcp.<server>.<tool>` span (kind client), and `list_tools`, `list_resources`, `read_resource`,
 `list_prompts` and `get_prompt` become `mcp.<server>.<method>` spans (`mcp.demo.tools/list`). The
 W3C `traceparent` of that span travels in the request's `_meta`, as the MCP semantic conventions
-specify. A result with `isError` or an exception marks the span as an error with
-`tool.success = false`.
+specify. The spans carry the MCP conventions' attributes (`mcp.method.name`, `mcp.session.id`,
+`mcp.protocol.version`, `jsonrpc.request.id`, `jsonrpc.protocol.version`, `network.transport`,
+`gen_ai.operation.name = execute_tool` and `gen_ai.tool.name` for tool calls). A result with
+`isError` or an exception marks the span as an error with `error.type` (`tool_error` for
+`isError`) and `mastrace.tool.success = false`; the server's name is `mastrace.mcp.server`.
 
 `mcp` 2.x traces requests itself: a client span `MCP send <method> [<name>]` around each request,
 which also writes `traceparent` into `_meta`, and a server span `<method> [<name>]` continuing
@@ -50,6 +53,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from .. import semconv
 from .._errors import handle_internal_errors
+from .._genai import capture_enabled
 from .._tracer import NoOpSpan, Span, get_tracer
 from ..exceptions import ExportError
 
@@ -81,16 +85,19 @@ _SESSIONS: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDicti
 _LOCK = threading.Lock()
 _originals: dict[str, Any] = {}
 _default_server: list[str | None] = [None]
+_default_transport: list[str | None] = [None]
 
 
 # --- client side -----------------------------------------------------------------------------------
-def instrument_mcp(*, server_name: str | None = None) -> None:
+def instrument_mcp(*, server_name: str | None = None, transport: str | None = None) -> None:
     """Trace the `mcp` SDK's `ClientSession` calls. Safe to call more than once.
 
     Args:
         server_name: The `<server>` in span names for every session. By default each session
             uses its server's `serverInfo.name` from the initialize result; `set_session_info()`
             names one session.
+        transport: `network.transport` for every session: `pipe` (stdio) or `tcp` (HTTP). By
+            default `tcp` for a session with an `mcp.session.id`, else `pipe`.
 
     Example:
         >>> from mastrace.integrations.mcp import instrument_mcp
@@ -98,6 +105,7 @@ def instrument_mcp(*, server_name: str | None = None) -> None:
     """
     with _LOCK:
         _default_server[0] = server_name
+        _default_transport[0] = transport
         if _originals:
             return
         for method in (*_METHODS, "initialize"):
@@ -120,10 +128,18 @@ def uninstrument_mcp() -> None:
                 setattr(ClientSession, method, original)
         _originals.clear()
         _default_server[0] = None
+        _default_transport[0] = None
 
 
-def set_session_info(session: Any, *, server_name: str | None = None, session_id: str | None = None) -> Any:
-    """Name a session's server in span names and give its `mcp.session.id`; returns the session.
+def set_session_info(
+    session: Any,
+    *,
+    server_name: str | None = None,
+    session_id: str | None = None,
+    transport: str | None = None,
+) -> Any:
+    """Name a session's server in span names, give its `mcp.session.id` and its `network.transport`
+    (`pipe` or `tcp`); returns the session.
 
     Example:
         >>> set_session_info(session, server_name="filesystem", session_id="abc")  # doctest: +SKIP
@@ -133,6 +149,8 @@ def set_session_info(session: Any, *, server_name: str | None = None, session_id
         info["server"] = server_name
     if session_id is not None:
         info["session_id"] = session_id
+    if transport is not None:
+        info["transport"] = transport
     return session
 
 
@@ -191,12 +209,22 @@ def _open_client_span(
         server = _server_name(session)
         is_tool = mcp_method == semconv.MCP_METHOD_TOOLS_CALL
         name = semconv.SPAN_MCP_TOOL.format(server=server, tool=target if is_tool else mcp_method)
-        attrs: dict[str, Any] = {semconv.MCP_METHOD_NAME: mcp_method, semconv.MCP_SERVER_NAME: server}
+        info = _SESSIONS.get(session) or {}
+        session_id = info.get("session_id")
+        attrs: dict[str, Any] = {
+            semconv.MCP_METHOD_NAME: mcp_method,
+            semconv.MASTRACE_MCP_SERVER: server,
+            semconv.JSONRPC_PROTOCOL_VERSION: semconv.JSONRPC_VERSION,
+            semconv.NETWORK_TRANSPORT: _transport(info),
+        }
         if target_key and target is not None:
             attrs[target_key] = str(target)
         if is_tool:
             attrs[semconv.GEN_AI_OPERATION_NAME] = semconv.GEN_AI_OP_EXECUTE_TOOL
-        session_id = (_SESSIONS.get(session) or {}).get("session_id")
+            if capture_enabled():
+                arguments = _argument(wrapped, args, kwargs, "arguments")
+                if arguments is not None:
+                    attrs[semconv.GEN_AI_TOOL_CALL_ARGUMENTS] = arguments
         if session_id:
             attrs[semconv.MCP_SESSION_ID] = session_id
         version = getattr(session, "protocol_version", None)
@@ -204,6 +232,15 @@ def _open_client_span(
             attrs[semconv.MCP_PROTOCOL_VERSION] = version
         return get_tracer(_TRACER_NAME).span(name, attrs, kind=SpanKind.CLIENT)
     return None
+
+
+def _transport(info: Mapping[str, str]) -> str:
+    """`network.transport`: as given, else `tcp` for a session with an id (only HTTP transports
+    have one), else `pipe` (stdio, and in-process sessions)."""
+    given = info.get("transport") or _default_transport[0]
+    if given:
+        return given
+    return semconv.NETWORK_TRANSPORT_TCP if info.get("session_id") else semconv.NETWORK_TRANSPORT_PIPE
 
 
 def _argument(wrapped: Any, args: Any, kwargs: Any, name: str) -> Any:
@@ -236,7 +273,12 @@ def _record_result(span: Span, mcp_method: str, result: Any) -> None:
         return
     with handle_internal_errors("mcp tool result"):
         is_error = bool(getattr(result, "is_error", None) or getattr(result, "isError", None))
-        span.set_attribute(semconv.TOOL_SUCCESS, not is_error)
+        span.set_attribute(semconv.MASTRACE_TOOL_SUCCESS, not is_error)
+        if capture_enabled():
+            structured = getattr(result, "structured_content", None) or getattr(
+                result, "structuredContent", None
+            )
+            span.set_attribute(semconv.GEN_AI_TOOL_CALL_RESULT, structured or _result_text(result))
         if is_error:
             span.set_attribute(semconv.ERROR_TYPE, "tool_error")
             span.set_status("error", _result_text(result) or "the tool reported an error")
@@ -245,7 +287,7 @@ def _record_result(span: Span, mcp_method: str, result: Any) -> None:
 def _record_failure(span: Span, mcp_method: str, exc: BaseException) -> None:
     with handle_internal_errors("mcp tool failure"):
         if mcp_method == semconv.MCP_METHOD_TOOLS_CALL:
-            span.set_attribute(semconv.TOOL_SUCCESS, False)
+            span.set_attribute(semconv.MASTRACE_TOOL_SUCCESS, False)
         attributes = getattr(span.otel_span, "attributes", None) or {}
         if semconv.ERROR_TYPE not in attributes:  # the SDK sets a JSON-RPC error code there
             span.set_attribute(semconv.ERROR_TYPE, type(exc).__qualname__)
@@ -366,7 +408,7 @@ def traced_tool(fn: F | None = None, *, name: str | None = None) -> Any:
 
     Put it under the server's `@tool()` decorator. The tool's `Context` argument, when it takes
     one, supplies the request's `_meta`. The outcome goes on the server span `tools/call <tool>`:
-    `tool.success`, and for an exception its record and an error status.
+    `mastrace.tool.success`, and for an exception its record, `error.type` and an error status.
 
     Args:
         fn: The tool function (sync or async).
@@ -411,13 +453,13 @@ def _server_call(tool: str, args: Any, kwargs: Any) -> Iterator[Callable[[Any], 
 
         def record(result: Any) -> Any:
             failed = bool(getattr(result, "is_error", None) or getattr(result, "isError", None))
-            _set(target, semconv.TOOL_SUCCESS, not failed)
+            _set(target, semconv.MASTRACE_TOOL_SUCCESS, not failed)
             return result
 
         try:
             yield record
         except Exception as exc:
-            _set(target, semconv.TOOL_SUCCESS, False)
+            _set(target, semconv.MASTRACE_TOOL_SUCCESS, False)
             _set(target, semconv.ERROR_TYPE, type(exc).__qualname__)
             if sdk_span:  # a span of our own records the exception as it exits
                 _record_on_sdk_span(current, exc)

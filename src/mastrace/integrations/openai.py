@@ -1,18 +1,27 @@
 """Trace the `openai` SDK's chat completions with one call: `instrument_openai()`.
 
-Every `client.chat.completions.create(...)` (sync and async, streamed or not) becomes a span:
+Every `client.chat.completions.create(...)` (sync and async, streamed or not) becomes a span of
+kind CLIENT, current while the SDK sends the request:
 
 - `llm.<provider>.stream` for a streamed call, the name MassGen's backends use, from the request
-  until the stream is exhausted, closed or abandoned; it records the time to the first chunk;
+  until the stream is exhausted, closed or abandoned;
 - `llm.<provider>.chat` for a call that is not streamed;
 
-with the OpenTelemetry GenAI attributes (`gen_ai.operation.name = chat`, `gen_ai.provider.name`,
-`gen_ai.request.*`, `gen_ai.response.model`, `gen_ai.response.finish_reasons`,
-`gen_ai.usage.*`). The provider is `openai`, or `openrouter` for an OpenRouter base URL. The
-call's usage is credited once to the enclosing agent round, coordination session and registry
+with the OpenTelemetry GenAI attributes (see `mastrace.semconv.SEMCONV_VERSION`):
+`gen_ai.operation.name = chat`, `gen_ai.provider.name` (`openai`; `azure.ai.openai` or
+`openrouter` by base URL), `server.address` / `server.port`, the request parameters the
+conventions name (`gen_ai.request.*`, `gen_ai.request.stream`), `gen_ai.response.id`,
+`gen_ai.response.model`, `gen_ai.response.finish_reasons`, `gen_ai.response.time_to_first_chunk`,
+`gen_ai.usage.*` and `error.type`. Other primitive parameters (`user`, ...) go under
+`mastrace.request.*`. The ids and names of the tool calls a response asks for
+(`mastrace.response.tool_calls`) and of the tool results a request sends back
+(`mastrace.request.tool_call_ids`) are recorded too. With content capture on, the messages, tool
+calls with their arguments, tool results and tool definitions are recorded in the conventions'
+JSON structure, scrubbed like every attribute.
+
+The call's usage is credited once to the enclosing agent round, coordination session and registry
 scope; a cost the provider reports (OpenRouter's `usage.cost`) is used as it is, else a
-`cost_calculator` given here prices it. Prompt and completion text are recorded only with
-`capture_content=True`, and like every attribute they are scrubbed before they leave.
+`cost_calculator` given here prices it.
 
 Built on `wrapt` rather than `opentelemetry-instrumentation-openai-v2`: the span must carry
 MassGen's name and credit usage to mastrace's rounds, and a wrapper of our own adds one span and
@@ -29,9 +38,11 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from .. import semconv
 from .._errors import warn_once
 from ..usage import CostCalculator
 from ._llm_calls import Call, Options, Patches, Reader, version_known
+from ._messages import openai_request
 
 __all__ = ["instrument_openai", "uninstrument_openai"]
 
@@ -40,66 +51,137 @@ _patches = Patches()
 _SUPPORTED_MAJOR = (1, 2, 3)
 
 
-def _provider(instance: Any) -> str:
-    client = getattr(instance, "_client", None)
-    base = str(getattr(client, "base_url", "") or "")
-    return "openrouter" if "openrouter" in base else "openai"
+def _provider(instance: Any, kwargs: Mapping[str, Any]) -> str:
+    base = str(_base_url(instance, kwargs) or "")
+    if "openrouter" in base:
+        return "openrouter"
+    return "azure.ai.openai" if ".openai.azure.com" in base else "openai"
+
+
+def _base_url(instance: Any, kwargs: Mapping[str, Any]) -> Any:
+    return getattr(getattr(instance, "_client", None), "base_url", None)
 
 
 def _read_common(call: Call, part: Any) -> None:
     model = getattr(part, "model", None)
     if isinstance(model, str):
         call.response_model = model
+    response_id = getattr(part, "id", None)
+    if isinstance(response_id, str):
+        call.response_id = response_id
     usage = getattr(part, "usage", None)
     if usage is not None:
         call.add_usage(usage)
+    for key, attribute in _RESPONSE_EXTRAS:
+        value = getattr(part, key, None)
+        if isinstance(value, str):
+            call.extra[attribute] = value
+
+
+_RESPONSE_EXTRAS = (
+    ("service_tier", semconv.OPENAI_RESPONSE_SERVICE_TIER),
+    ("system_fingerprint", semconv.OPENAI_RESPONSE_SYSTEM_FINGERPRINT),
+)
 
 
 def _response(call: Call, response: Any) -> None:
     _read_common(call, response)
-    for choice in getattr(response, "choices", None) or ():
+    capture = call.capture
+    for position, choice in enumerate(getattr(response, "choices", None) or ()):
+        index = getattr(choice, "index", None)
+        out = call.output.choice(index if isinstance(index, int) else position) if capture else None
         reason = getattr(choice, "finish_reason", None)
         if reason:
             call.finish_reasons.append(str(reason))
-        content = getattr(getattr(choice, "message", None), "content", None)
-        if isinstance(content, str):
-            call.text.append(content)
+            if out is not None:
+                out.finish = str(reason)
+        message = getattr(choice, "message", None)
+        content = getattr(message, "content", None)
+        if out is not None and isinstance(content, str):
+            out.add_text(content)
+        for number, tool_call in enumerate(getattr(message, "tool_calls", None) or ()):
+            function = getattr(tool_call, "function", None)
+            found = call.output.choice(position).call(
+                number, getattr(tool_call, "id", None), getattr(function, "name", None)
+            )
+            arguments = getattr(function, "arguments", None)
+            if capture and isinstance(arguments, str):
+                found.fragments.append(arguments)
 
 
 def _chunk(call: Call, chunk: Any) -> None:
     # Runs once per chunk: plain attribute reads (see benchmarks/bench_openai.py).
-    if call.chunks == 1 or getattr(chunk, "usage", None) is not None or isinstance(chunk, Mapping):
+    if call.chunks == 1 or getattr(chunk, "usage", None) is not None or type(chunk) is dict:
         _read_common(call, chunk)
+    capture = call.capture
     for choice in getattr(chunk, "choices", None) or ():
+        delta = getattr(choice, "delta", None)
         reason = getattr(choice, "finish_reason", None)
-        if reason:
-            call.finish_reasons.append(str(reason))
-        if call.options.capture_content:
-            delta = getattr(getattr(choice, "delta", None), "content", None)
-            if isinstance(delta, str):
-                call.text.append(delta)
+        tool_calls = getattr(delta, "tool_calls", None)
+        if reason or tool_calls or capture:
+            _choice_delta(call, choice, delta, reason, tool_calls)
     if call.finish_reasons and call.usage is not None:  # usage comes last, after the finish
         call.last_chunk = True
 
 
+def _choice_delta(call: Call, choice: Any, delta: Any, reason: Any, tool_calls: Any) -> None:
+    index = getattr(choice, "index", 0)
+    out = call.output.choice(index if isinstance(index, int) else 0)
+    if reason:
+        call.finish_reasons.append(str(reason))
+        out.finish = str(reason)
+    for tool_call in tool_calls or ():
+        function = getattr(tool_call, "function", None)
+        number = getattr(tool_call, "index", None)
+        found = out.call(
+            number if isinstance(number, int) else len(out.calls),
+            getattr(tool_call, "id", None),
+            getattr(function, "name", None),
+        )
+        fragment = getattr(function, "arguments", None)
+        if call.capture and isinstance(fragment, str):
+            found.fragments.append(fragment)
+    if call.capture:
+        content = getattr(delta, "content", None)
+        if isinstance(content, str) and content:
+            out.add_text(content)
+
+
+SKIPPED_REQUEST = frozenset(
+    {
+        "messages",
+        "model",
+        "stream",
+        "stream_options",
+        "tools",
+        "functions",
+        "extra_headers",
+        "extra_body",
+        "extra_query",
+        "timeout",
+    }
+)
+
 _READER = Reader(
     provider=_provider,
-    skipped_request=frozenset(
-        {"messages", "model", "stream", "tools", "functions", "extra_headers", "extra_body", "extra_query"}
-    ),
+    server=_base_url,
+    content=openai_request,
+    skipped_request=SKIPPED_REQUEST,
     response=_response,
     chunk=_chunk,
 )
 
 
 def instrument_openai(
-    *, capture_content: bool = False, cost_calculator: CostCalculator | None = None
+    *, capture_content: bool | None = None, cost_calculator: CostCalculator | None = None
 ) -> bool:
     """Trace `openai` chat completions. Safe to call more than once; returns whether it is on.
 
     Args:
-        capture_content: Record the prompt (`gen_ai.prompt`) and the completion
-            (`gen_ai.completion`). Off by default: they may hold personal data.
+        capture_content: Record the messages (`gen_ai.input.messages`, `gen_ai.output.messages`)
+            and tool definitions (`gen_ai.tool.definitions`), scrubbed. None (the default) follows
+            `mastrace.configure(capture_content=...)` and its environment variables; off unless
+            asked for: they may hold personal data. Tool call ids and names are recorded either way.
         cost_calculator: Prices calls whose usage reports no cost (e.g. `mastrace.StaticPricing`).
 
     A version of `openai` this module does not know gives one warning and no tracing, never an error.

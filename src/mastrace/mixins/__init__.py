@@ -19,7 +19,7 @@ from .agent import AgentMixin, AgentRound
 from .coordination import CoordinationMixin, CoordinationSession, current_session
 from .llm import LLMBackendMixin
 from .mcp import MCPClientMixin, MCPToolCall
-from .tool import ToolMixin
+from .tool import ToolExecution, ToolMixin
 
 __all__ = [
     "AgentMixin",
@@ -30,6 +30,7 @@ __all__ = [
     "LLMBackendMixin",
     "MCPClientMixin",
     "MCPToolCall",
+    "ToolExecution",
     "ToolMixin",
     "TraceableMixin",
     "UsageTrackableMixin",

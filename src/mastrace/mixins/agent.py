@@ -141,7 +141,10 @@ class AgentRound(SpanHandle):
 class AgentMixin:
     """Adds MassGen's agent round spans to an agent. The class must set `agent_id`.
 
-    `agent_name` (optional) becomes `gen_ai.agent.name`.
+    A round is the GenAI conventions' `invoke_agent` span: `gen_ai.agent.id` is `agent_id`,
+    `gen_ai.agent.name` is `agent_name` when the class sets one (else `agent_id`),
+    `gen_ai.provider.name` is `provider` when the class sets one (an agent that is also an
+    `LLMBackendMixin`), and `gen_ai.conversation.id` is the session's.
     """
 
     agent_id: str
@@ -180,17 +183,21 @@ class AgentMixin:
     def _mastrace_round(
         self, name: str, agent_id: str, fixed: dict[str, Any], extra: Mapping[str, Any]
     ) -> AgentRound:
+        agent_name = getattr(self, "agent_name", None)
         identity: dict[str, Any] = {
             semconv.MASSGEN_AGENT_ID: agent_id,
             semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OP_INVOKE_AGENT,
             semconv.GEN_AI_AGENT_ID: agent_id,
+            semconv.GEN_AI_AGENT_NAME: agent_id if agent_name is None else agent_name,
         }
-        agent_name = getattr(self, "agent_name", None)
-        if agent_name is not None:
-            identity[semconv.GEN_AI_AGENT_NAME] = agent_name
+        provider = getattr(self, "provider", None)  # an agent that is also its LLM backend
+        if isinstance(provider, str) and provider:
+            identity[semconv.GEN_AI_PROVIDER_NAME] = provider
         session = current_session()
-        if session is not None and session.config_hash is not None:
-            identity[semconv.MASTRACE_CONFIG_HASH] = session.config_hash
+        if session is not None:
+            identity[semconv.GEN_AI_CONVERSATION_ID] = session.conversation_id
+            if session.config_hash is not None:
+                identity[semconv.MASTRACE_CONFIG_HASH] = session.config_hash
         identity.update(fixed)  # the round's own keys win over the identity's
         add_prefixed(identity, extra)
         return AgentRound(mixin_tracer().span(name, identity), agent_id)

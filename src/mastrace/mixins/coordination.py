@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import contextvars
+import uuid
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,7 @@ from opentelemetry.trace import SpanContext
 
 from .. import semconv
 from .._errors import handle_internal_errors
+from .._genai import conversation_id
 from .._snapshots_on_spans import ConfigSnapshot
 from .._tracer import NoOpSpan, Span, Tracer, get_tracer
 from ..registry import Registry
@@ -123,23 +125,31 @@ class CoordinationSession(SpanHandle):
 
     _usage: UsageAccumulator
 
-    def __init__(self, span: Span | NoOpSpan, registry: Registry) -> None:
+    def __init__(self, span: Span | NoOpSpan, registry: Registry, conversation: str | None = None) -> None:
         self._span = span
         self._registry = registry
         self._usage = UsageAccumulator()
-        self._tokens: tuple[Any, Any] | None = None
+        self._tokens: tuple[Any, Any, Any] | None = None
         self.config_hash: str | None = None
+        # `gen_ai.conversation.id`: given, else one per session; the agent rounds and LLM calls
+        # inside carry it too, so a viewer can gather a session's spans by conversation.
+        self.conversation_id = conversation or uuid.uuid4().hex
 
     def __enter__(self) -> CoordinationSession:
         # The configs are gathered before the span starts: gathering is not part of the session.
         snap = self._snapshot() if isinstance(self._span, Span) else None
         self._span.__enter__()
+        self._span.set_attribute(semconv.GEN_AI_CONVERSATION_ID, self.conversation_id)
         if snap is not None:
             with handle_internal_errors("coordination session config"):
                 self._span.set_json_attribute(semconv.MASTRACE_CONFIG, snap.text)
                 self._span.set_attribute(semconv.MASTRACE_CONFIG_HASH, snap.hash)
                 self.config_hash = snap.hash
-        self._tokens = (_CURRENT_SESSION.set(self), push_sink(self._usage))
+        self._tokens = (
+            _CURRENT_SESSION.set(self),
+            push_sink(self._usage),
+            conversation_id.set(self.conversation_id),
+        )
         return self
 
     def _snapshot(self) -> ConfigSnapshot | None:
@@ -151,14 +161,18 @@ class CoordinationSession(SpanHandle):
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         if self._tokens is not None:
-            session_token, sink_token = self._tokens
+            session_token, sink_token, conversation_token = self._tokens
             self._tokens = None
             pop_sink(sink_token, self._usage)
-            try:
-                _CURRENT_SESSION.reset(session_token)
-            except (ValueError, RuntimeError):  # closed from another context
-                if _CURRENT_SESSION.get() is self:
-                    _CURRENT_SESSION.set(None)
+            for var, token, mine in (
+                (conversation_id, conversation_token, self.conversation_id),
+                (_CURRENT_SESSION, session_token, self),
+            ):
+                try:
+                    var.reset(token)
+                except (ValueError, RuntimeError):  # closed from another context
+                    if var.get() is mine:
+                        var.set(None)
         with handle_internal_errors("coordination session usage"):
             total = self._usage.total
             self._span.set_attribute(
@@ -185,16 +199,21 @@ class CoordinationMixin:
 
     mastrace_registry: Registry | None = None
 
-    def coordination_session(self, task: str, agent_ids: Sequence[str], **attrs: Any) -> CoordinationSession:
+    def coordination_session(
+        self, task: str, agent_ids: Sequence[str], *, conversation_id: str | None = None, **attrs: Any
+    ) -> CoordinationSession:
         """Open the root `coordination.session` span (use with `with` or `async with`).
 
         The span carries `massgen.task`, `massgen.agent_ids`, `massgen.num_agents`, the
         configuration of every registered component (`mastrace.config`, JSON, scrubbed on export)
-        and its hash (`mastrace.config.hash`); keyword arguments become `massgen.<name>` attributes.
+        and its hash (`mastrace.config.hash`), and `gen_ai.conversation.id`, which the agent
+        rounds and LLM calls inside the session carry too; keyword arguments become
+        `massgen.<name>` attributes.
 
         Args:
             task: The task or question given to the agents.
             agent_ids: The participating agents.
+            conversation_id: The session's id in your system (default: a new random id).
             **attrs: Extra attributes; dotted names are used as given.
         """
         agent_ids = list(agent_ids)
@@ -207,7 +226,7 @@ class CoordinationMixin:
                 **prefixed(attrs),
             },
         )
-        return CoordinationSession(span, self.mastrace_registry or Registry.current())
+        return CoordinationSession(span, self.mastrace_registry or Registry.current(), conversation_id)
 
     def coordination_event(self, event_type: str, **attrs: Any) -> None:
         """Record `Coordination event: <event_type>` as a log record under the current span."""

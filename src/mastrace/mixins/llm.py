@@ -1,10 +1,5 @@
 """`LLMBackendMixin`: one `llm.<provider>.stream` span covering a whole streamed LLM call.
 
-`llm_stream()` wraps the provider's (async) iterable of chunks and yields the same chunks. The
-span starts when the first chunk is requested and ends when the stream is exhausted, closed or
-fails; it records the time to the first chunk, the chunk count and the call's token usage, read
-from the chunks by `extract_usage()`. The usage is credited to the enclosing agent round,
-coordination session and registry scope.
 
 Example:
     >>> import mastrace
@@ -19,11 +14,14 @@ from __future__ import annotations
 
 import contextvars
 import time
-from collections.abc import AsyncGenerator, AsyncIterable, Generator, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterable, Generator, Iterable
 from typing import Any
+
+from opentelemetry.trace import SpanKind
 
 from .. import semconv
 from .._errors import handle_internal_errors
+from .._genai import conversation_id, request_attributes
 from .._streams import TracedAsyncGenerator, TracedGenerator
 from .._tracer import NOOP_SPAN, NoOpSpan, Span
 from ..exceptions import ConfigError
@@ -33,21 +31,7 @@ from .gather import UsageTrackableMixin
 
 __all__ = ["LLMBackendMixin"]
 
-_PRIMITIVE = (str, int, float, bool)
-_REQUEST_KEYS = {"stop": "stop_sequences"}
-
-
-def _request_attributes(request: Mapping[str, Any]) -> dict[str, Any]:
-    """`gen_ai.request.<name>` for each primitive request parameter (messages and tools are skipped)."""
-    out: dict[str, Any] = {}
-    for key, value in request.items():
-        if isinstance(value, (list, tuple)):
-            if not value or not all(isinstance(v, _PRIMITIVE) for v in value):
-                continue
-        elif not isinstance(value, _PRIMITIVE):
-            continue
-        out[semconv.GEN_AI_REQUEST_PREFIX + _REQUEST_KEYS.get(key, key)] = value
-    return out
+_SKIPPED = frozenset({"messages", "tools", "stream"})
 
 
 class _StreamState:
@@ -63,17 +47,20 @@ class _StreamState:
         self.chunks = 0
         self.usage: TokenUsage | None = None
         self.response_model: str | None = None
+        self.response_id: str | None = None
         self.finished = False
 
     def make_span(self) -> Span | NoOpSpan:
-        self.span = mixin_tracer().span(self.name, self.attrs)
+        self.span = mixin_tracer().span(self.name, self.attrs, kind=SpanKind.CLIENT)
         self.started = time.perf_counter()
         return self.span
 
     def on_chunk(self, chunk: Any) -> None:
         self.chunks += 1
         if self.chunks == 1:
-            self.span.set_attribute(semconv.MASTRACE_TIME_TO_FIRST_CHUNK, time.perf_counter() - self.started)
+            self.span.set_attribute(
+                semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, time.perf_counter() - self.started
+            )
         with handle_internal_errors("llm stream chunk"):
             found = self.backend.extract_usage(chunk)
             if found is not None:
@@ -82,6 +69,10 @@ class _StreamState:
             model = field_of(chunk, "model")
             if isinstance(model, str):
                 self.response_model = model
+            if self.chunks == 1:
+                response_id = field_of(chunk, "id")
+                if isinstance(response_id, str):
+                    self.response_id = response_id
 
     def finish(self) -> None:
         if self.finished:  # called by the stream wrapper, and again by the body's `finally`
@@ -89,8 +80,11 @@ class _StreamState:
         self.finished = True
         with handle_internal_errors("llm stream end"):
             span = self.span
+            span.set_attribute(semconv.MASTRACE_STREAM_CHUNKS, self.chunks)
             if self.response_model is not None:
                 span.set_attribute(semconv.GEN_AI_RESPONSE_MODEL, self.response_model)
+            if self.response_id is not None:
+                span.set_attribute(semconv.GEN_AI_RESPONSE_ID, self.response_id)
             usage = self.usage
             if usage is None:
                 return
@@ -150,8 +144,9 @@ class LLMBackendMixin:
         Args:
             model: The requested model (`gen_ai.request.model`).
             stream: The provider's iterable or async iterable of chunks.
-            **request: Request parameters; primitive ones (`max_tokens`, `temperature`, ...) become
-                `gen_ai.request.<name>` attributes.
+            **request: Request parameters: those the conventions name (`max_tokens`,
+                `temperature`, `stop`, ...) become their `gen_ai.request.*` attributes, other
+                primitive ones `mastrace.request.<name>`.
         """
         provider = getattr(self, "provider", None)
         if not provider:
@@ -160,9 +155,13 @@ class LLMBackendMixin:
             semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OP_CHAT,
             semconv.GEN_AI_PROVIDER_NAME: provider,
             semconv.GEN_AI_REQUEST_MODEL: model,
+            semconv.GEN_AI_REQUEST_STREAM: True,
             semconv.MASSGEN_BACKEND: provider,
-            **_request_attributes(request),
+            **request_attributes(request, _SKIPPED),
         }
+        conversation = conversation_id.get()
+        if conversation is not None:
+            attrs[semconv.GEN_AI_CONVERSATION_ID] = conversation
         state = _StreamState(self, model, attrs, semconv.SPAN_LLM_STREAM.format(provider=provider))
         # The body runs in a copy of the caller's context: the span nests under the caller's span,
         # and usage reaches the caller's round even when other tasks pull the chunks.

@@ -1,8 +1,13 @@
 """`MCPClientMixin`: one client span per MCP tool call, `mcp.<server>.<tool>`.
 
-The span follows the MCP and GenAI semantic conventions (`mcp.method.name = "tools/call"`,
-`gen_ai.operation.name = "execute_tool"`, `gen_ai.tool.name`, `mcp.session.id`). A call that
-raises, or whose result has `isError` set, gets error status and `tool.success = false`.
+The span (kind CLIENT) follows the MCP and GenAI semantic conventions: `mcp.method.name =
+"tools/call"`, `gen_ai.operation.name = "execute_tool"`, `gen_ai.tool.name`, `gen_ai.tool.type`,
+`mcp.session.id`, `mcp.protocol.version`, `jsonrpc.request.id`, `jsonrpc.protocol.version`,
+`network.transport`, and with content capture on the arguments and result
+(`gen_ai.tool.call.arguments`, `gen_ai.tool.call.result`). A call that raises, or whose result has
+`isError` set, gets error status, `error.type` (`tool_error` for `isError`) and
+`mastrace.tool.success = false`. The server's name, which the conventions have no key for, is
+`mastrace.mcp.server`.
 
 The `mcp` SDK can emit OpenTelemetry spans of its own; use this mixin where those are not
 recorded, so calls are not traced twice.
@@ -26,6 +31,7 @@ from opentelemetry.trace import SpanKind
 
 from .. import semconv
 from .._errors import handle_internal_errors
+from .._genai import capture_enabled
 from .._tracer import NoOpSpan, Span
 from ..exceptions import ConfigError
 from .coordination import SpanHandle, mixin_tracer
@@ -80,8 +86,11 @@ class MCPToolCall(SpanHandle):
         self._span.__exit__(exc_type, exc, tb)
 
     def set_result(self, result: Any) -> None:
-        """Record the tool result's outcome: `isError` → error status and `tool.success = false`."""
+        """Record the tool result's outcome: `isError` → error status and `mastrace.tool.success = false`;
+        with content capture on, the result itself (`gen_ai.tool.call.result`)."""
         self._result_set = True
+        if capture_enabled():
+            self._span.set_attribute(semconv.GEN_AI_TOOL_CALL_RESULT, result)
         if result_is_error(result):
             self._mark(False)
             self._span.set_attribute(semconv.ERROR_TYPE, "tool_error")
@@ -91,7 +100,7 @@ class MCPToolCall(SpanHandle):
 
     def _mark(self, success: bool) -> None:
         self.success = success
-        self._span.set_attribute(semconv.TOOL_SUCCESS, success)
+        self._span.set_attribute(semconv.MASTRACE_TOOL_SUCCESS, success)
 
 
 class MCPClientMixin:
@@ -100,34 +109,52 @@ class MCPClientMixin:
     Attributes:
         server_name: The MCP server's name, e.g. `"filesystem"`.
         mcp_session_id: The MCP session id, when the transport has one.
+        mcp_protocol_version: The MCP protocol version the session negotiated (`mcp.protocol.version`).
+        mcp_transport: `network.transport`: `pipe` for stdio (the default), `tcp` for HTTP.
     """
 
     server_name: str
     mcp_session_id: str | None = None
+    mcp_protocol_version: str | None = None
+    mcp_transport: str = semconv.NETWORK_TRANSPORT_PIPE
 
     def mcp_tool_call(
-        self, tool: str, arguments: Mapping[str, Any] | None = None, *, session_id: str | None = None
+        self,
+        tool: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        session_id: str | None = None,
+        request_id: str | int | None = None,
+        call_id: str | None = None,
     ) -> MCPToolCall:
         """Open the `mcp.<server>.<tool>` client span (use with `with` or `async with`).
 
         Args:
             tool: The tool name.
-            arguments: The call's arguments (recorded as `gen_ai.tool.call.arguments`, scrubbed on export).
+            arguments: The call's arguments (recorded as `gen_ai.tool.call.arguments` with content
+                capture on, scrubbed on export).
             session_id: The MCP session id, overriding `mcp_session_id`.
+            request_id: The JSON-RPC request id (`jsonrpc.request.id`).
+            call_id: The id of the model's tool call this call answers (`gen_ai.tool.call.id`).
         """
         server = getattr(self, "server_name", None)
         if not server:
             raise ConfigError(f"{type(self).__name__} uses MCPClientMixin but has no server_name")
+        attrs: dict[str, Any] = {
+            semconv.MCP_METHOD_NAME: semconv.MCP_METHOD_TOOLS_CALL,
+            semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OP_EXECUTE_TOOL,
+            semconv.GEN_AI_TOOL_NAME: tool,
+            semconv.MASTRACE_MCP_SERVER: server,
+            semconv.JSONRPC_PROTOCOL_VERSION: semconv.JSONRPC_VERSION,
+            semconv.MCP_SESSION_ID: session_id or self.mcp_session_id,
+            semconv.MCP_PROTOCOL_VERSION: self.mcp_protocol_version,
+            semconv.NETWORK_TRANSPORT: self.mcp_transport,
+            semconv.GEN_AI_TOOL_CALL_ID: call_id,
+            semconv.JSONRPC_REQUEST_ID: None if request_id is None else str(request_id),
+        }
+        if arguments is not None and capture_enabled():
+            attrs[semconv.GEN_AI_TOOL_CALL_ARGUMENTS] = dict(arguments)
         span = mixin_tracer().span(
-            semconv.SPAN_MCP_TOOL.format(server=server, tool=tool),
-            {
-                semconv.MCP_METHOD_NAME: semconv.MCP_METHOD_TOOLS_CALL,
-                semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OP_EXECUTE_TOOL,
-                semconv.GEN_AI_TOOL_NAME: tool,
-                semconv.MCP_SERVER_NAME: server,
-                semconv.MCP_SESSION_ID: session_id or self.mcp_session_id,
-                semconv.GEN_AI_TOOL_CALL_ARGUMENTS: dict(arguments) if arguments is not None else None,
-            },
-            kind=SpanKind.CLIENT,
+            semconv.SPAN_MCP_TOOL.format(server=server, tool=tool), attrs, kind=SpanKind.CLIENT
         )
         return MCPToolCall(span)

@@ -1,42 +1,102 @@
 """`ToolMixin`: one span per tool execution, `Tool execution: <name>`.
 
+The span is the GenAI conventions' `execute_tool` span: `gen_ai.tool.name`, `gen_ai.tool.type`,
+`gen_ai.tool.call.id` (the id of the model's tool call it answers, when given), and with content
+capture on the arguments (`gen_ai.tool.call.arguments`); `set_result()` records the outcome.
+
 Example:
     >>> import mastrace
     >>> class Toolbox(mastrace.ToolMixin):
     ...     pass
-    >>> with Toolbox().tool_execution("mcp__filesystem__write_file", call_id="c1") as span:
-    ...     span.set_attribute("tool.success", True)
+    >>> with Toolbox().tool_execution("mcp__filesystem__write_file", call_id="c1") as call:
+    ...     call.set_result({"written": True})
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import TracebackType
 from typing import Any
 
 from .. import semconv
+from .._errors import handle_internal_errors
+from .._genai import capture_enabled
 from .._tracer import NoOpSpan, Span
-from .coordination import mixin_tracer, prefixed
+from .coordination import SpanHandle, mixin_tracer, prefixed
 
-__all__ = ["ToolMixin"]
+__all__ = ["ToolExecution", "ToolMixin"]
+
+
+class ToolExecution(SpanHandle):
+    """The handle of a `Tool execution: <name>` span; a sync and async context manager."""
+
+    def __init__(self, span: Span | NoOpSpan) -> None:
+        self._span = span
+        self.success: bool | None = None
+
+    def __enter__(self) -> ToolExecution:
+        self._span.__enter__()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        with handle_internal_errors("tool execution end"):
+            if exc is not None and not isinstance(exc, GeneratorExit):
+                self.success = False
+                self._span.set_attributes(
+                    {semconv.MASTRACE_TOOL_SUCCESS: False, semconv.ERROR_TYPE: type(exc).__qualname__}
+                )
+            elif self.success is None:
+                self.success = True
+                self._span.set_attribute(semconv.MASTRACE_TOOL_SUCCESS, True)
+        self._span.__exit__(exc_type, exc, tb)
+
+    def set_result(self, result: Any, *, success: bool = True) -> None:
+        """Record the tool's outcome, and with content capture on its result (`gen_ai.tool.call.result`)."""
+        self.success = success
+        attrs: dict[str, Any] = {semconv.MASTRACE_TOOL_SUCCESS: success}
+        if not success:
+            attrs[semconv.ERROR_TYPE] = "tool_error"
+            self._span.set_status("error", "the tool reported an error")
+        if capture_enabled():
+            attrs[semconv.GEN_AI_TOOL_CALL_RESULT] = result
+        self._span.set_attributes(attrs)
 
 
 class ToolMixin:
     """Adds MassGen's `Tool execution: <name>` spans to a tool runner."""
 
-    def tool_execution(self, name: str, **attrs: Any) -> Span | NoOpSpan:
+    def tool_execution(
+        self,
+        name: str,
+        *,
+        call_id: str | None = None,
+        tool_type: str = semconv.GEN_AI_TOOL_TYPE_FUNCTION,
+        arguments: Mapping[str, Any] | None = None,
+        **attrs: Any,
+    ) -> ToolExecution:
         """Open the `Tool execution: <name>` span (use with `with` or `async with`).
 
-        An exception leaving the block sets error status. The span carries
-        `gen_ai.operation.name = "execute_tool"` and `gen_ai.tool.name`.
+        An exception leaving the block sets error status, `error.type` and
+        `mastrace.tool.success = false`.
 
         Args:
-            name: The tool name.
+            name: The tool name (`gen_ai.tool.name`).
+            call_id: The id of the model's tool call this execution answers (`gen_ai.tool.call.id`).
+            tool_type: `gen_ai.tool.type`: `function` (run by the application, the default),
+                `extension` or `datastore`.
+            arguments: The call's arguments, recorded with content capture on.
             **attrs: Extra attributes (plain names get the `massgen.` prefix).
         """
-        return mixin_tracer().span(
-            semconv.SPAN_TOOL_EXECUTION.format(name=name),
-            {
-                semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OP_EXECUTE_TOOL,
-                semconv.GEN_AI_TOOL_NAME: name,
-                **prefixed(attrs),
-            },
-        )
+        span_attrs: dict[str, Any] = {
+            semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OP_EXECUTE_TOOL,
+            semconv.GEN_AI_TOOL_NAME: name,
+            semconv.GEN_AI_TOOL_TYPE: tool_type,
+        }
+        if call_id is not None:
+            span_attrs[semconv.GEN_AI_TOOL_CALL_ID] = call_id
+        if arguments is not None and capture_enabled():
+            span_attrs[semconv.GEN_AI_TOOL_CALL_ARGUMENTS] = dict(arguments)
+        span_attrs.update(prefixed(attrs))
+        return ToolExecution(mixin_tracer().span(semconv.SPAN_TOOL_EXECUTION.format(name=name), span_attrs))
