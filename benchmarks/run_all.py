@@ -15,6 +15,7 @@ from pathlib import Path
 HERE = Path(__file__).parent
 SCRIPTS = {
     "bench_startup.py": ([], ["--repeat", "5"]),
+    "bench_cli_startup.py": ([], ["--repeat", "7"]),
     "bench_tracer.py": ([], ["--n", "3000", "--rounds", "5"]),
     "bench_mixins.py": ([], ["--n", "2000", "--rounds", "5"]),
     "bench_export.py": ([], ["--n", "2000", "--rounds", "5"]),

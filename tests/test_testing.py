@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 import mastrace
@@ -205,3 +210,93 @@ def test_assert_tree_quoted_value_may_hold_a_comma(mastrace_spans: CapturedSpans
     with mastrace.get_tracer().span("s", {"note": "a, b"}):
         pass
     assert_tree(mastrace_spans, 's [note="a, b"]')
+
+
+def _app_that_configures_itself(store: str) -> None:
+    """What most applications do: configure on start (with their own store), trace, shut down."""
+    mastrace.configure(local=store, service_name="my-app", otlp="http://127.0.0.1:9")
+    tracer = mastrace.get_tracer("app")
+    with tracer.span("coordination.session"), tracer.span("agent.a.round_0", {"massgen.outcome": "answer"}):
+        pass
+    mastrace.shutdown()
+
+
+def test_the_fixture_captures_an_app_that_calls_configure(
+    mastrace_spans: CapturedSpans, tmp_path: Path
+) -> None:
+    """The app's configure() neither steals the spans nor writes its store; its service name applies."""
+    _app_that_configures_itself(str(tmp_path / "app-store"))
+    assert_tree(mastrace_spans, "coordination.session\n  agent.a.round_0 [massgen.outcome=answer]")
+    resource = mastrace_spans.one("coordination.session").resource.attributes
+    assert resource["service.name"] == "my-app"
+    assert not (tmp_path / "app-store").exists()
+    # The app's shutdown() flushed but the capture goes on recording.
+    with mastrace.get_tracer().span("after.shutdown"):
+        pass
+    assert "after.shutdown" in mastrace_spans.names()
+
+
+def test_a_capture_ignores_destinations_in_the_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """OTLP, Logfire and store variables of a CI machine do not add destinations to a capture."""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setenv("MASTRACE_DIR", str(tmp_path / "env-store"))
+    monkeypatch.setenv("MASTRACE_CONSOLE", "1")
+    with capture_spans() as spans:
+        with mastrace.get_tracer().span("x"):
+            pass
+        result = mastrace.force_flush()
+    assert spans.names() == ["x"]
+    assert [name for name in result.destinations if not name.startswith("_KeepOpen")] == []
+    assert not (tmp_path / "env-store").exists()
+
+
+def test_after_a_capture_mastrace_is_unconfigured_and_configure_is_the_apps_again(tmp_path: Path) -> None:
+    """Leaving the capture releases it: a later configure() writes where the app says."""
+    with capture_spans():
+        mastrace.configure(local=str(tmp_path / "inside"))
+    assert not mastrace.is_configured()
+    mastrace.configure(local=str(tmp_path / "outside"), synchronous=True)
+    with mastrace.get_tracer().span("x"):
+        pass
+    mastrace.shutdown()
+    assert (tmp_path / "outside" / "segments").is_dir() and not (tmp_path / "inside").exists()
+
+
+USER_TEST = '''
+import mastrace
+from mastrace.testing import assert_tree
+
+
+def main():
+    mastrace.configure(service_name="my-agents")   # the application configures itself
+    with mastrace.get_tracer().span("coordination.session"):
+        with mastrace.get_tracer().span("agent.a.round_0"):
+            pass
+
+
+def test_main(mastrace_spans):
+    main()
+    assert_tree(mastrace_spans, """
+        coordination.session
+          agent.a.round_0
+    """)
+'''
+
+
+def test_a_users_suite_gets_the_fixture_from_the_plugin(tmp_path: Path) -> None:
+    """In a user's own pytest run, the plugin's fixture captures an app that configures itself."""
+    (tmp_path / "test_user.py").write_text(USER_TEST)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MASTRACE_", "PYTEST_"))}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_user.py"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout
+    assert not (tmp_path / ".mastrace").exists()

@@ -10,18 +10,20 @@ Example:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-from ._config import configure, force_flush, is_configured, shutdown
-from ._pipeline import DestinationStats, FlushResult
-from ._tracer import NoOpSpan, Span, Tracer, get_tracer
+from ._lazy import lazy_exports as _lazy_exports
 from .exceptions import ConfigError, ExportError, MastraceError, MastraceWarning, StoreError
-from .scrubbing._options import ScrubbingOptions
+
+# Not `typing.TYPE_CHECKING`: importing `typing` is a few milliseconds the `mastrace` command's
+# `--help` need not pay (type checkers treat any `TYPE_CHECKING` name as true).
+TYPE_CHECKING = False
 
 if TYPE_CHECKING:
+    from ._config import configure, force_flush, is_configured, shutdown
     from ._context import create_task, inject_env, wrap
     from ._instrument import instrument
+    from ._pipeline import DestinationStats, FlushResult
     from ._streams import traced_stream
+    from ._tracer import NoOpSpan, Span, Tracer, get_tracer
     from .mixins import (
         AgentMixin,
         ConfigurableMixin,
@@ -33,11 +35,25 @@ if TYPE_CHECKING:
         UsageTrackableMixin,
     )
     from .registry import Registry
+    from .scrubbing._options import ScrubbingOptions
     from .usage import CostCalculator, StaticPricing, TokenUsage, Usage
 
-# Loaded on first use: a process that only configures and creates spans does not pay for wrapt,
+# Every name is loaded on first use. `import mastrace` alone costs next to nothing, so the
+# `mastrace` command (which imports this package first) answers `--help` without loading the
+# OpenTelemetry SDK, and a process that only configures and creates spans does not pay for wrapt,
 # asyncio, the registry's package metadata or the mixins (tens of milliseconds at import).
 _LAZY = {
+    "configure": "._config",
+    "force_flush": "._config",
+    "is_configured": "._config",
+    "shutdown": "._config",
+    "DestinationStats": "._pipeline",
+    "FlushResult": "._pipeline",
+    "ScrubbingOptions": ".scrubbing._options",
+    "NoOpSpan": "._tracer",
+    "Span": "._tracer",
+    "Tracer": "._tracer",
+    "get_tracer": "._tracer",
     "create_task": "._context",
     "inject_env": "._context",
     "wrap": "._context",
@@ -59,19 +75,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value  # later look-ups do not come back here
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = _lazy_exports(__name__, globals(), _LAZY)
 
 
 __version__ = "0.1.0"

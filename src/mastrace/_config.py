@@ -145,6 +145,9 @@ class _Runtime:
         self.env_token: object | None = None
         self.exit_hooks = False
         self.lock = threading.RLock()
+        # Arguments an in-memory capture (`mastrace.testing`) holds for its duration: they beat any
+        # `configure()` call of the code under test, and `shutdown()` only flushes meanwhile.
+        self.capture_pin: dict[str, object] | None = None
 
 
 _RT = _Runtime()
@@ -189,7 +192,10 @@ def configure(
 
     Every value is taken from the argument when you pass it, else from its environment variable,
     else from its default: an explicit argument always beats the environment. Passing None is the
-    same as not passing the argument (where None is accepted).
+    same as not passing the argument (where None is accepted). Two things beat the arguments: the
+    command line of `mastrace run` (`--store`, `--service-name`, `--otlp`, `--console`, handed to
+    the program and its child processes in `MASTRACE_RUN`), and, inside `mastrace.testing`'s
+    `capture_spans()` or `mastrace_spans` fixture, the capture (spans go to memory).
 
     When spans have nowhere to go (no local store, OTLP endpoint, console, Logfire, exporter, nor
     a TracerProvider of the application's own), a `MastraceWarning` says so and `force_flush()`
@@ -239,25 +245,24 @@ def configure(
         >>> import mastrace
         >>> mastrace.configure(service_name="my-agents", local=".mastrace")  # doctest: +SKIP
     """
-    settings = _resolve(
-        {
-            "service_name": service_name,
-            "local": local,
-            "otlp": otlp,
-            "logfire": logfire,
-            "console": console,
-            "scrubbing": scrubbing,
-            "capture_content": capture_content,
-            "sample_rate": sample_rate,
-            "propagate_threads": propagate_threads,
-            "exporters": exporters,
-            "flush_interval": flush_interval,
-            "max_queue_size": max_queue_size,
-            "shutdown_timeout": shutdown_timeout,
-            "otlp_exit_timeout": otlp_exit_timeout,
-            "synchronous": synchronous,
-        }
-    )
+    arguments: dict[str, object] = {
+        "service_name": service_name,
+        "local": local,
+        "otlp": otlp,
+        "logfire": logfire,
+        "console": console,
+        "scrubbing": scrubbing,
+        "capture_content": capture_content,
+        "sample_rate": sample_rate,
+        "propagate_threads": propagate_threads,
+        "exporters": exporters,
+        "flush_interval": flush_interval,
+        "max_queue_size": max_queue_size,
+        "shutdown_timeout": shutdown_timeout,
+        "otlp_exit_timeout": otlp_exit_timeout,
+        "synchronous": synchronous,
+    }
+    settings = _resolve({**arguments, **pinned_arguments()})
     if disabled_by_env():
         shutdown()
         return
@@ -265,6 +270,22 @@ def configure(
         if _RT.settings == settings and STATE.provider is not None:
             return
         _initialize(settings)
+
+
+def pinned_arguments() -> dict[str, object]:
+    """Arguments that beat those `configure()` is called with: `mastrace run`'s command line (from
+    `MASTRACE_RUN`, so the program's child processes obey it too), then an active capture."""
+    run: dict[str, Any] = _settings.resolve(_settings.RUN, UNSET, os.environ)
+    pins: dict[str, object] = dict(run)
+    if _RT.capture_pin is not None:
+        pins.update(_RT.capture_pin)
+    return pins
+
+
+def pin_capture(arguments: Mapping[str, object] | None) -> None:
+    """Hold `arguments` over every later `configure()` call (None releases them); see `mastrace.testing`."""
+    with _RT.lock:
+        _RT.capture_pin = None if arguments is None else dict(arguments)
 
 
 def _initialize(settings: Settings) -> None:
@@ -312,6 +333,7 @@ def _initialize(settings: Settings) -> None:
     _continue_env_trace()
     _install_exit_hooks()
     STATE.provider = provider
+    STATE.configured = True
     STATE.capture_content = settings.capture_content
     STATE.on_lost = pipeline.note_lost
     STATE.generation += 1
@@ -527,6 +549,9 @@ def shutdown(timeout: float = 5.0, *, interrupted: bool = False) -> FlushResult:
         pipeline = _RT.pipeline
         if pipeline is None:
             return FlushResult()
+        if _RT.capture_pin is not None:
+            # The code under test ends tracing, but the capture around it goes on recording.
+            return pipeline.flush(timeout)
         if interrupted:
             _end_open_spans(pipeline)
         _RT.switch.pipeline = None
@@ -658,3 +683,6 @@ def reset_for_tests() -> None:
     _RT.switch = SwitchProcessor()
     reset_global_providers()
     STATE.counters.clear()
+    STATE.noop_spans = 0
+    STATE.configured = False
+    _RT.capture_pin = None

@@ -18,7 +18,7 @@ import wrapt
 from . import semconv
 from ._errors import log_internal_error
 from ._streams import TracedAsyncGenerator, TracedGenerator
-from ._tracer import NOOP_SPAN, Tracer, get_tracer
+from ._tracer import NOOP_SPAN, Tracer, _noop, get_tracer
 from .exceptions import ConfigError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -159,6 +159,7 @@ def instrument(
             if not needs_args:  # a fixed name: `Tracer.span` alone (it skips all work when unconfigured)
                 return t.span(namer.template, static_attrs)
             if t._otel_tracer() is None:  # not configured: skip all work
+                _noop()
                 return NOOP_SPAN
             values = None
             if needs_args:

@@ -13,6 +13,7 @@ A bad argument raises `ConfigError` naming the argument; a bad environment value
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import sys
@@ -450,6 +451,54 @@ DISABLED: Final = Param[bool](
     argument=False,
 )
 
+
+def _parse_run(var: str, text: str) -> dict[str, Any]:
+    value = json.loads(text)
+    if not isinstance(value, dict):
+        raise ValueError(text)
+    return value
+
+
+# What `mastrace run` can pin from its command line (see RUN below).
+RUN_PINNABLE: Final = ("service_name", "local", "otlp", "console")
+
+
+def _check_run(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict) or not set(value) <= set(RUN_PINNABLE):
+        raise ValueError(value)
+    by_name = {p.name: p for p in (SERVICE_NAME, LOCAL, OTLP, CONSOLE)}
+    return {name: by_name[name].check(item) for name, item in value.items()}
+
+
+HINTS: Final = Param[bool](
+    name="hints",
+    env=("MASTRACE_HINTS",),
+    type="bool",
+    default=True,
+    default_doc="on",
+    parser=_parse_flag,
+    check=_check_bool,
+    doc="At exit, one line on stderr when spans were created but `configure()` was never called "
+    "(never under pytest or unittest, nor in a notebook or an interactive interpreter).",
+    accepts="True or False",
+    env_accepts=_FLAG_TEXT,
+    argument=False,
+)
+RUN: Final = Param[dict[str, Any]](
+    name="run",
+    env=("MASTRACE_RUN",),
+    type="JSON object",
+    default={},
+    default_doc="none",
+    parser=_parse_run,
+    check=_check_run,
+    doc="The options of `mastrace run`'s command line (`--store`, `--service-name`, `--otlp`, "
+    "`--console`), set by it for the program and its child processes: they beat `configure()`'s arguments.",
+    accepts="a JSON object",
+    env_accepts='a JSON object of service_name, local, otlp and console, e.g. {"local": "/tmp/store"}',
+    argument=False,
+)
+
 PARAMS: Final[tuple[Param[Any], ...]] = (
     SERVICE_NAME,
     LOCAL,
@@ -467,6 +516,8 @@ PARAMS: Final[tuple[Param[Any], ...]] = (
     OTLP_EXIT_TIMEOUT,
     SYNCHRONOUS,
     DISABLED,
+    HINTS,
+    RUN,
 )
 """Every setting, in the order of `configure()`'s signature; environment-only settings last."""
 

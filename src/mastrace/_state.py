@@ -16,6 +16,10 @@ class State:
 
     provider: TracerProvider | None = None
     generation: int = 0
+    # Spans handed out as no-ops because mastrace was not configured, and whether `configure()`
+    # ever set up recording in this process: together they decide the exit hint (see `_hints`).
+    noop_spans: int = 0
+    configured: bool = False
     counters: dict[str, int] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
     # `configure(capture_content=...)`; None until configured (the environment decides then).

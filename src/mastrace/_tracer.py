@@ -549,6 +549,7 @@ class Tracer:
         """
         otel = self._otel if self._gen == STATE.generation else self._otel_tracer()
         if otel is None:
+            _noop()
             return NOOP_SPAN
         return Span(otel, name, attributes, kind, links)
 
@@ -605,6 +606,16 @@ class Tracer:
                 span_lost()
             log_internal_error("start_span", exc)
             return NOOP_SPAN
+
+
+def _noop() -> None:
+    """Count a span handed out as a no-op (for the exit hint when `configure()` was never called)."""
+    state = STATE
+    if not state.noop_spans:
+        from ._hints import first_noop_span
+
+        first_noop_span()
+    state.noop_spans += 1
 
 
 _TRACERS: dict[tuple[str, str | None], Tracer] = {}

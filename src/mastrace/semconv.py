@@ -214,3 +214,7 @@ LOGFIRE_TAGS: Final = "logfire.tags"
 LEVEL_INFO: Final = 9
 LEVEL_WARN: Final = 13
 LEVEL_ERROR: Final = 17
+
+# --- cost, retries and MassGen's coordination bookkeeping ----------------------------------------
+MASTRACE_COST_UNKNOWN: Final = "mastrace.cost.unknown"
+"""True on a span whose cost (or part of it) has no known price: its cost is not a real $0."""

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 __all__ = ["CapturedSpans", "assert_tree", "capture_spans", "mastrace_spans"]
@@ -86,20 +87,54 @@ class CapturedSpans:
         self.exporter.clear()
 
 
+class _KeepOpen(SpanExporter):
+    """The capture's exporter as a destination: a `configure()` of the code under test rebuilds the
+    destinations and shuts the old ones down, which must not close the capture."""
+
+    def __init__(self, inner: InMemorySpanExporter) -> None:
+        self.inner = inner
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return self.inner.export(spans)
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True
+
+
+# Destinations a capture turns off unless asked for: a test records in memory, nowhere else.
+_CAPTURE_DEFAULTS: dict[str, Any] = {
+    "local": False,
+    "otlp": False,
+    "logfire": False,
+    "console": False,
+    "sample_rate": 1.0,
+}
+
+
 @contextmanager
 def capture_spans(**configure_kwargs: Any) -> Iterator[CapturedSpans]:
-    """Configure mastrace to export into memory (synchronously) for the duration of the block.
+    """Record the spans of the block in memory, synchronously, whatever the code under test configures.
 
-    Keyword arguments go to `mastrace.configure()`; by default the local store is off.
+    Keyword arguments go to `mastrace.configure()`. By default nothing leaves the process: the local
+    store, OTLP, Logfire and the console are off (pass `local=True` and so on to keep one) and every
+    trace is kept. These settings win over a `mastrace.configure()` call made by the code under test
+    (an application that configures itself on start): its spans are captured all the same, its
+    other arguments (service name, scrubbing) apply, and its `mastrace.shutdown()` only flushes.
     """
-    from ._config import configure, shutdown
+    from ._config import configure, pin_capture, shutdown
 
     exporter = InMemorySpanExporter()
-    configure_kwargs.setdefault("local", False)
-    configure(exporters=[exporter], synchronous=True, **configure_kwargs)
+    pin = {**_CAPTURE_DEFAULTS, **configure_kwargs, "synchronous": True}
+    pin["exporters"] = (_KeepOpen(exporter), *configure_kwargs.get("exporters", ()))
+    pin_capture(pin)
     try:
+        configure()
         yield CapturedSpans(exporter)
     finally:
+        pin_capture(None)
         shutdown(timeout=2.0)
 
 
@@ -317,7 +352,8 @@ try:  # the pytest plugin part: only when pytest is importable
 
     @pytest.fixture
     def mastrace_spans() -> Iterator[CapturedSpans]:
-        """Capture the spans the test produces (mastrace configured in memory, scrubbing on)."""
+        """Capture the spans the test produces, in memory, scrubbed, even when the code under test
+        calls `mastrace.configure()` itself (see `capture_spans`)."""
         with capture_spans() as captured:
             yield captured
 

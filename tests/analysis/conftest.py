@@ -150,7 +150,7 @@ def write_session(w: TraceWriter, config: dict[str, Any] | None = None) -> str:
     w.span("a0_step", "plan.step", 4_000, 4_800, "a0")  # not a tool
     w.span("a0_t3", "Tool execution: t3", 4_100, 4_400, "a0_step")  # grandchild: 0.3 s
     w.span("a0_late", "mcp.late.x", 5_000, 5_300, "a0")  # clipped to the round: 0.1 s
-    # → agent_a round 0: tool wall 2.4 s, non-tool 2.6 s, 7 tool spans
+    # → agent_a round 0: tool wall 2.4 s, non-tool 2.6 s, 6 tool calls (t1 and the read it holds are one)
     # agent_b round 0: 200 → 3200 ms (3.0 s); its tools overlap agent_a's in time, not in the round
     w.span(
         "b0",
@@ -270,7 +270,7 @@ EXPECTED = {
     },
     # (agent, segment): (duration, tool wall, non-tool, tool spans, tool errors)
     "rounds": {
-        ("agent_a", 1): (5.0, 2.4, 2.6, 7, 0),
+        ("agent_a", 1): (5.0, 2.4, 2.6, 6, 0),
         ("agent_a", 2): (1.0, 0.0, 1.0, 0, 0),
         ("agent_b", 1): (3.0, 1.5, 1.5, 2, 1),
         ("agent_b", 2): (2.0, 0.1, 1.9, 1, 0),

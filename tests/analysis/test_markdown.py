@@ -56,7 +56,7 @@ def test_per_round_row_has_tool_wall_and_non_tool_time(markdown: str) -> None:
     """A round row shows its UTC span, total, tool wall and non-tool seconds."""
     assert (
         "| agent_a | 1 | r0 | initial_answer | answer | 22:13:20.100-22:13:25.100 "
-        "| 5.000 | 2.400 | 2.600 | 7 |" in markdown
+        "| 5.000 | 2.400 | 2.600 | 6 |" in markdown
     )
 
 

@@ -89,10 +89,13 @@ def test_usage_by_agent_with_cache_hit_rate(report: Report) -> None:
 
 
 def test_tool_table_counts_calls_and_errors(report: Report) -> None:
-    """The tool table groups tool spans by name with call and error counts."""
+    """The tool table groups tool calls by name with call and error counts."""
     tools = {t.name: (t.calls, t.errors, t.total, t.max) for t in report.tools}
     assert tools["mcp.fs.write"] == APPROX((2, 1, 2.0, 1.0))
-    assert len(tools) == 9
+    # `Tool execution: t1` holds `mcp.fs.read`: one call, listed as the MCP call; t2 and t3 hold none.
+    assert "Tool execution: t1" not in tools and tools["mcp.fs.read"][0] == 1
+    assert tools["Tool execution: t2"][0] == tools["Tool execution: t3"][0] == 1
+    assert len(tools) == 8
 
 
 def test_errors_list_the_failed_tool_call(report: Report) -> None:
@@ -148,3 +151,52 @@ def test_llm_usage_is_the_fallback_when_rounds_have_none(writer: TraceWriter, tm
         report = build_report(store, writer.trace_id())
     assert [(u.agent, u.input, u.output) for u in report.usage] == [("agent_z", 40, 2)]
     assert report.usage_source == "llm spans"
+
+
+def test_a_failure_passed_up_through_nested_spans_is_listed_once(writer: TraceWriter, tmp_path: Path) -> None:
+    """The same exception on a call, its wrapper, its round and the session is one error (the call);
+    a parent that failed differently from its child is listed too."""
+    boom = RuntimeError("tool crashed")
+    writer.span("session", "coordination.session", 0, 1_000, None, error=boom)
+    writer.span("r", "agent.a.round_0", 10, 900, "session", error=boom, **{"massgen.agent_id": "a"})
+    writer.span("w", "Tool execution: mcp__fs__read", 20, 500, "r", error=boom)
+    writer.span("c", "mcp.fs.read", 30, 490, "w", error=boom)
+    writer.span("r2", "agent.b.round_0", 10, 900, "session", error=ValueError("gave up"))
+    writer.span("c2", "mcp.fs.write", 30, 490, "r2", error=OSError("disk full"))
+    with TraceStore(tmp_path / "store") as store:
+        report = build_report(store, writer.trace_id())
+    errors = [(e.name, e.type, e.message) for e in report.errors]
+    assert errors[0] == ("agent.b.round_0", "ValueError", "gave up")  # the earliest start comes first
+    assert sorted(errors[1:]) == [
+        ("mcp.fs.read", "RuntimeError", "tool crashed"),
+        ("mcp.fs.write", "OSError", "disk full"),
+    ]
+    assert report.totals["errors"] == 3
+    assert [(t.name, t.calls, t.errors) for t in report.tools] == [
+        ("mcp.fs.read", 1, 1),
+        ("mcp.fs.write", 1, 1),
+    ]
+    (round_a,) = [r for r in report.rounds if r.agent == "a"]
+    assert (round_a.tool_spans, round_a.tool_errors) == (1, 1)
+    assert [op.name for op in report.slowest].count("mcp.fs.read") == 1
+    assert "Tool execution: mcp__fs__read" not in [op.name for op in report.slowest]
+
+
+def test_massgens_tool_execution_record_and_its_mcp_call_are_one_call(
+    writer: TraceWriter, tmp_path: Path
+) -> None:
+    """MassGen's zero-length `Tool execution: mcp__calc__multiply` beside `mcp_tool.*` > `mcp.calc.multiply`
+    in the same round is one call; a record with no MCP span (a custom tool) stays a call."""
+    writer.span("session", "coordination.session", 0, 1_000, None)
+    writer.span("r", "agent.agent_a.round_0", 10, 900, "session", **{"massgen.agent_id": "agent_a"})
+    writer.span("wrap", "mcp_tool.mcp__calc__multiply", 100, 200, "r")
+    writer.span("call", "mcp.calc.multiply", 110, 190, "wrap")
+    writer.log("rec", "Tool execution: mcp__calc__multiply", 200, "r")
+    writer.log("custom", "Tool execution: custom_tool__lookup", 300, "r")
+    with TraceStore(tmp_path / "store") as store:
+        report = build_report(store, writer.trace_id())
+    assert sorted((t.name, t.calls) for t in report.tools) == [
+        ("Tool execution: custom_tool__lookup", 1),
+        ("mcp.calc.multiply", 1),
+    ]
+    assert [r.tool_spans for r in report.rounds] == [2]

@@ -9,10 +9,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
+
+    from mastrace.serve import IntakeServer
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "examples" / "coordination_demo.py"
@@ -72,3 +78,37 @@ def mastrace_cli(tmp_path: Path) -> Runner:
 def module_cli(tmp_path_factory: pytest.TempPathFactory) -> Runner:
     """Like `mastrace_cli`, shared by the tests of one module (for outputs several tests read)."""
     return make_runner(tmp_path_factory.mktemp("cli"))
+
+
+# --- the browser tests' fixtures (`mastrace serve`'s UI in Debian's Chromium) ---------------------
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """Debian's Chromium, headless, driven by Playwright (one per test module)."""
+    from playwright.sync_api import sync_playwright
+
+    from .test_view import FLAGS, chromium
+
+    executable = chromium()
+    with sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=executable, args=list(FLAGS), headless=True)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[IntakeServer]:
+    """`mastrace serve`'s HTTP side (intake and UI) on a free port over an empty store."""
+    from mastrace.serve import start_intake
+
+    running = start_intake(tmp_path / "store", http_port=0, grpc_port=None)
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    """A fresh browser page (its own context) of 1400×900."""
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    opened = context.new_page()
+    yield opened
+    context.close()

@@ -40,11 +40,14 @@ def test_table_right_aligns_numbers_and_counts_rows() -> None:
     assert lines[2] == "x      │  5" and lines[-1] == "(2 rows)"
 
 
-def test_write_output_creates_parent_folders(tmp_path: Path) -> None:
-    """A file path is written (folders created); `-` goes to the given stdout."""
+def test_write_output_writes_a_file_or_stdout(tmp_path: Path) -> None:
+    """A file path is written; `-` goes to the given stdout; a missing folder is an error, not created."""
     out = io.StringIO()
-    assert write_output("hi\n", str(tmp_path / "a" / "b.md"), None, out) == tmp_path / "a" / "b.md"
-    assert (tmp_path / "a" / "b.md").read_text() == "hi\n"
+    assert write_output("hi\n", str(tmp_path / "b.md"), None, out) == tmp_path / "b.md"
+    assert (tmp_path / "b.md").read_text() == "hi\n"
+    with pytest.raises(MastraceError, match="does not exist"):
+        write_output("x", str(tmp_path / "a" / "b.md"), None, out)
+    assert not (tmp_path / "a").exists()
     assert write_output("to stdout\n", "-", "ignored.md", out) is None
     assert out.getvalue() == "to stdout\n"
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
+import signal
+import subprocess
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -14,6 +17,7 @@ import pytest
 import mastrace
 from mastrace.serve import IntakeServer, start_intake
 
+from .conftest import MASTRACE, clean_env
 from .test_view import run_chromium
 
 XSS = "<img src=x onerror=\"document.title='PWNED'\">"
@@ -141,3 +145,65 @@ def test_runs_can_be_searched_by_span_content_and_errors(server: IntakeServer) -
     assert ids("?q=round_0%20calm") == [calm]  # a span name
     assert ids("?errors=1") == [failed]
     assert ids("?q=calm&errors=1") == []
+
+
+def _serve_banner(store: Path, **env: str) -> tuple[subprocess.Popen[str], list[str]]:
+    """`mastrace serve` in a process of its own, and its banner lines (read until the UI's address)."""
+    process = subprocess.Popen(
+        [str(MASTRACE), "serve", "--store", str(store), "--http-port", "0", "--grpc-port", "-1"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**clean_env(), **env},
+    )  # fmt: skip
+    assert process.stdout is not None
+    lines = []
+    for line in process.stdout:
+        lines.append(line.rstrip("\n"))
+        if "web UI on" in line or len(lines) > 20:
+            break
+    return process, lines
+
+
+def test_serve_prints_the_address_of_its_ui(tmp_path: Path) -> None:
+    """The banner names the UI's address, which answers the runs page; with a token it carries it."""
+    process, lines = _serve_banner(tmp_path / "store")
+    try:
+        found = re.search(r"web UI on (http://127\.0\.0\.1:\d+/)$", lines[-1])
+        assert found is not None, lines
+        with urllib.request.urlopen(found.group(1)) as reply:
+            assert reply.status == 200 and "<title>mastrace runs</title>" in reply.read().decode()
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=60)
+    process, lines = _serve_banner(tmp_path / "store", MASTRACE_SERVE_TOKEN="0123456789abcdef0123")
+    process.send_signal(signal.SIGINT)
+    process.wait(timeout=60)
+    assert lines[-1].endswith("/?token=0123456789abcdef0123"), lines
+
+
+def test_the_spans_api_gives_each_row_its_kind_and_key_attributes(server: IntakeServer) -> None:
+    """Rows carry the waterfall's kind (session, agent, llm, tool, event) and model/tokens/cost/outcome."""
+    mastrace.configure(local=server.intake.store, service_name="ui")
+    tracer = mastrace.get_tracer("ui")
+    round_attrs = {"massgen.agent_id": "a", "massgen.outcome": "vote", "massgen.usage.input": 7,
+                   "massgen.usage.cost": 0.25, "mastrace.cost.unknown": True}  # fmt: skip
+    with tracer.span("coordination.session") as root, tracer.span("agent.a.round_0", attributes=round_attrs):
+        with tracer.span("llm.openai.chat", attributes={"gen_ai.request.model": "m-1"}):
+            pass
+        with tracer.span("mcp.fs.read"):
+            tracer.event("Coordination event: x")
+    mastrace.shutdown()
+    assert root.span_context is not None
+    status, body = _get(server, f"/api/runs/{root.span_context.trace_id:032x}/spans")
+    assert status == 200
+    rows = {r["name"]: (r["kind"], r.get("keys", {})) for r in json.loads(body)["spans"]}
+    assert rows == {
+        "coordination.session": ("session", {}),
+        "agent.a.round_0": (
+            "agent",
+            {"in": 7.0, "cost": 0.25, "cost_unknown": True, "outcome": "vote", "agent": "a"},
+        ),
+        "llm.openai.chat": ("llm", {"model": "m-1"}),
+        "mcp.fs.read": ("tool", {}),
+        "Coordination event: x": ("event", {}),
+    }
+    assert _get(server, "/static/ui.js")[0] == 200 and _get(server, "/static/../../etc/passwd")[0] == 404
+    assert _get(server, "/static/nothing.js")[0] == 404

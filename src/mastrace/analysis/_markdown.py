@@ -150,7 +150,7 @@ def _rounds(report: Report) -> list[str]:
         "Total (s)",
         "Tool wall (s)",
         "Non-tool (s)",
-        "Tool spans",
+        "Tool calls",
     ]
     lines += _table(headers, [_round_row(r) for r in report.rounds], "lrllllrrrr")
     lines += _more(report, "rounds", len(report.rounds))
@@ -158,7 +158,8 @@ def _rounds(report: Report) -> list[str]:
         "",
         f"_Tool wall time is the union of the `{semconv.SPAN_MCP_PREFIX}*` and `Tool execution:*` span "
         "intervals inside the round, so overlapping calls count once; non-tool time is the rest "
-        "(model, streaming, waiting)._",
+        "(model, streaming, waiting). A `Tool execution:` span that holds or records an MCP call "
+        "is that one call._",
         "",
     ]
     return lines

@@ -33,6 +33,7 @@ from ._sql import (
     ORPHAN_ROOT_SQL,
     OWNER_SQL,
     PHASES_SQL,
+    REPEATED_ERRORS_SQL,
     ROOT_SQL,
     ROUND_USAGE_SQL,
     ROUNDS_SQL,
@@ -41,6 +42,7 @@ from ._sql import (
     TOOLS_SQL,
     TOTALS_SQL,
     VOTES_SQL,
+    WRAPPERS_SQL,
     load_trace_sql,
 )
 from ._store import TraceStore
@@ -238,6 +240,8 @@ def build_report(
     try:
         store.execute(load_trace_sql(), [trace_id])
         store.execute(OWNER_SQL)
+        store.execute(WRAPPERS_SQL)
+        store.execute(REPEATED_ERRORS_SQL)
     finally:
         store.execute("RESET preserve_insertion_order")
     if not store.rows("SELECT 1 AS one FROM mt_spans LIMIT 1"):

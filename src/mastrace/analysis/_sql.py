@@ -23,6 +23,7 @@ __all__ = [
     "ORPHAN_ROOT_SQL",
     "OWNER_SQL",
     "PHASES_SQL",
+    "REPEATED_ERRORS_SQL",
     "ROOT_SQL",
     "ROUNDS_SQL",
     "ROUND_USAGE_SQL",
@@ -31,6 +32,7 @@ __all__ = [
     "TOOLS_SQL",
     "TOTALS_SQL",
     "VOTES_SQL",
+    "WRAPPERS_SQL",
     "load_trace_sql",
 ]
 
@@ -193,6 +195,46 @@ WITH RECURSIVE walk(sid, owner, owner_agent, owner_start, owner_end,
 SELECT * EXCLUDE (depth) FROM walk
 """
 
+# One tool call, one row. A `Tool execution:` span is not a call of its own when it holds an `mcp.*`
+# span (ToolMixin's wrapper: that MCP call) or when it is MassGen's zero-length record of an MCP call
+# (`Tool execution: mcp__<server>__<tool>` in the same agent round as its `mcp.<server>.<tool>` span,
+# or under the same parent outside rounds). Its interval still counts towards tool wall time; it is
+# left out of call counts, the tool table and the slowest operations.
+_EXECUTION = "Tool execution: "
+_MCP_NAME = f"'{semconv.SPAN_MCP_PREFIX}' || replace(substr(s.span_name, {len(_EXECUTION) + 6}), '__', '.')"
+WRAPPERS_SQL: Final = f"""
+CREATE OR REPLACE TEMP TABLE mt_wrappers AS
+WITH executions AS (
+    SELECT s.sid, coalesce(o.owner, s.pid) AS scope, s.start_us = s.end_us AS is_record,
+           CASE WHEN s.span_name LIKE '{_EXECUTION}mcp\\_\\_%' ESCAPE '\\'
+                THEN {_MCP_NAME}
+           END AS mcp_name
+    FROM mt_spans s LEFT JOIN mt_owner o ON o.sid = s.sid
+    WHERE s.is_tool AND s.span_name LIKE '{_EXECUTION}%'
+), mcp AS (
+    SELECT s.pid, coalesce(o.owner, s.pid) AS scope, s.span_name
+    FROM mt_spans s LEFT JOIN mt_owner o ON o.sid = s.sid
+    WHERE s.span_name LIKE '{semconv.SPAN_MCP_PREFIX}%'
+)
+SELECT e.sid FROM executions e JOIN mcp c ON c.pid = e.sid
+UNION
+SELECT e.sid FROM executions e JOIN mcp c ON c.scope = e.scope AND c.span_name = e.mcp_name
+WHERE e.is_record
+"""
+
+# One failure, one row: a failed span whose failed child has the same exception type and message
+# only passed that failure up (an exception leaving nested `with` blocks, a wrapper repeating its
+# call's error), so the errors table lists the innermost span that failed.
+_MESSAGE = "coalesce({t}.exception_message, {t}.otel_status_message, {t}.error_message)"
+REPEATED_ERRORS_SQL: Final = f"""
+CREATE OR REPLACE TEMP TABLE mt_repeated AS
+SELECT DISTINCT p.sid
+FROM mt_spans p JOIN mt_spans c ON c.pid = p.sid
+WHERE p.is_error AND c.is_error
+  AND c.exception_type IS NOT DISTINCT FROM p.exception_type
+  AND {_MESSAGE.format(t="c")} IS NOT DISTINCT FROM {_MESSAGE.format(t="p")}
+"""
+
 # The root: the coordination session if there is one, else the earliest span without a parent.
 ROOT_SQL: Final = f"""
 SELECT sid, span_name, service_name, start_us, end_us, duration
@@ -214,10 +256,12 @@ TOTALS_SQL: Final = f"""
 SELECT * FROM (
     SELECT min(start_us) AS start_us, max(end_us) AS end_us, count(*) AS spans,
            count(*) FILTER (WHERE is_error) AS errors,
-           count(*) FILTER (WHERE is_error OR outcome = 'error' OR lower(interrupted) = 'true') AS issues
+           count(*) FILTER (WHERE (is_error OR outcome = 'error' OR lower(interrupted) = 'true')
+                                  AND sid NOT IN (SELECT sid FROM mt_repeated)) AS issues
     FROM mt_spans
 ), (
-    SELECT count(DISTINCT span_name) AS tool_names FROM mt_spans WHERE is_tool
+    SELECT count(DISTINCT span_name) AS tool_names FROM mt_spans
+    WHERE is_tool AND sid NOT IN (SELECT sid FROM mt_wrappers)
 ), (
     SELECT count(*) FILTER (WHERE is_agent) AS rounds,
            count(*) FILTER (WHERE is_record) AS records,
@@ -252,7 +296,8 @@ GROUP BY 1
 # intervals sorted by start, each adds only the part that ends after every earlier one has ended.
 ROUNDS_SQL: Final = f"""
 WITH tools AS (
-    SELECT owner, greatest(start_us, owner_start) AS s, least(end_us, owner_end) AS e, is_error
+    SELECT owner, greatest(start_us, owner_start) AS s, least(end_us, owner_end) AS e, is_error,
+           sid NOT IN (SELECT sid FROM mt_wrappers) AS is_call
     FROM mt_owner WHERE is_tool
 ), reach AS (
     SELECT owner, s, e,
@@ -263,7 +308,8 @@ WITH tools AS (
     SELECT owner, sum(greatest(0, e - greatest(s, coalesce(reached, s)))) AS wall_us
     FROM reach GROUP BY owner
 ), calls AS (
-    SELECT owner, count(*) AS tool_spans, count(*) FILTER (WHERE is_error) AS tool_errors
+    SELECT owner, count(*) FILTER (WHERE is_call) AS tool_spans,
+           count(*) FILTER (WHERE is_call AND is_error) AS tool_errors
     FROM tools GROUP BY owner
 )
 SELECT r.agent_id AS agent,
@@ -308,7 +354,7 @@ ORDER BY start_us, sid
 SLOWEST_SQL: Final = """
 WITH top AS (
     SELECT sid, label, agent_id, duration, start_us FROM mt_spans
-    WHERE NOT is_agent AND sid <> ? AND duration > 0
+    WHERE NOT is_agent AND sid <> ? AND duration > 0 AND sid NOT IN (SELECT sid FROM mt_wrappers)
     ORDER BY duration DESC, start_us LIMIT ?
 )
 SELECT top.label AS name, coalesce(top.agent_id, o.owner_agent) AS agent, top.duration, top.start_us
@@ -319,7 +365,7 @@ ORDER BY top.duration DESC, top.start_us
 TOOLS_SQL: Final = """
 SELECT span_name AS name, count(*) AS calls, count(*) FILTER (WHERE is_error) AS errors,
        sum(duration) AS total, avg(duration) AS avg, max(duration) AS max
-FROM mt_spans WHERE is_tool
+FROM mt_spans WHERE is_tool AND sid NOT IN (SELECT sid FROM mt_wrappers)
 GROUP BY span_name
 ORDER BY total DESC, name
 LIMIT ?
@@ -331,7 +377,8 @@ SELECT s.label AS name, coalesce(s.agent_id, o.owner_agent) AS agent, s.is_excep
        s.otel_status_code = 'ERROR' AS error_status, s.outcome = 'error' AS error_outcome,
        lower(s.interrupted) = 'true' AS interrupted, s.is_tool, s.is_agent, s.start_us
 FROM mt_spans s LEFT JOIN mt_owner o ON o.sid = s.sid
-WHERE s.is_error OR s.outcome = 'error' OR lower(s.interrupted) = 'true'
+WHERE (s.is_error OR s.outcome = 'error' OR lower(s.interrupted) = 'true')
+  AND s.sid NOT IN (SELECT sid FROM mt_repeated)
 ORDER BY s.start_us, s.sid
 LIMIT ?
 """

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -19,7 +20,7 @@ import duckdb
 from .. import semconv
 from .._snapshot import loads_json
 from ..exceptions import StoreError
-from ..store._schema import STORED_FIELDS, read_json_sql, view_sql
+from ..store._schema import SEGMENTS_DIR, STORED_FIELDS, read_json_sql, view_sql
 from ..store._sql_compat import portable_sql
 from ..store.reader import StorePaths, connect, roots_complete, segment_files, skipped_rows, store_paths
 from ._kinds import AGENT_SPAN_SQL
@@ -77,7 +78,8 @@ SELECT trace_id,
        {_usage_sum(semconv.MASSGEN_USAGE_INPUT, semconv.GEN_AI_USAGE_INPUT_TOKENS)} AS input_tokens,
        {_usage_sum(semconv.MASSGEN_USAGE_OUTPUT, semconv.GEN_AI_USAGE_OUTPUT_TOKENS)} AS output_tokens,
        sum(TRY_CAST(attributes->>'{semconv.MASSGEN_USAGE_COST}' AS DOUBLE))
-           FILTER (WHERE {AGENT_SPAN_SQL}) AS cost
+           FILTER (WHERE {AGENT_SPAN_SQL}) AS cost,
+       bool_or(span_name = '{semconv.SPAN_COORDINATION_SESSION}' AND parent_span_id IS NULL) AS is_session
 FROM records
 GROUP BY trace_id
 ORDER BY start_us DESC
@@ -135,6 +137,7 @@ class RunSummary:
     input_tokens: float | None
     output_tokens: float | None
     cost: float | None
+    is_session: bool = False
 
 
 @dataclass
@@ -326,6 +329,19 @@ def span_from_line(line: str | bytes) -> SpanRow | None:
     )
 
 
+def _require_store_folder(path: Path) -> None:
+    """Raise `StoreError` saying what `path` is when it cannot be a store (missing, a file, other)."""
+    if not path.exists():
+        raise StoreError(f"no local store at {path} (pass --store DIR or set MASTRACE_DIR)")
+    if not path.is_dir():
+        raise StoreError(f"{path} is a file, not a mastrace store (a store is a folder: pass --store DIR)")
+    if not (path / SEGMENTS_DIR).is_dir() and any(path.iterdir()):
+        raise StoreError(
+            f"{path} is not a mastrace store: it has no {SEGMENTS_DIR}/ folder "
+            "(a store is the folder that configure() or `mastrace serve` writes)"
+        )
+
+
 class TraceStore:
     """A read-only view of a local store for the analysis functions.
 
@@ -414,9 +430,8 @@ class TraceStore:
     # -- runs and trace references -----------------------------------------------------------------
     def ensure_not_empty(self) -> None:
         """Raise `StoreError` with a helpful message when the store has no spans."""
-        missing = [p for p in self.paths if not p.exists()]
-        if missing:
-            raise StoreError(f"no local store at {missing[0]} (pass --store DIR or set MASTRACE_DIR)")
+        for path in self.paths:
+            _require_store_folder(path)
         if not segment_files(self.paths) or not self.rows("SELECT 1 AS one FROM records LIMIT 1"):
             raise StoreError(f"the local store at {self.where} has no spans yet")
 
@@ -467,6 +482,25 @@ class TraceStore:
         """Up to three trace ids that start with `prefix` (lower-case hex)."""
         sql = "SELECT DISTINCT trace_id FROM records WHERE starts_with(trace_id, ?) LIMIT 3"
         return [str(r["trace_id"]) for r in self.rows(sql, [prefix])]
+
+    def aliases(self, runs: Sequence[RunSummary] | None = None, limit: int | None = None) -> dict[str, str]:
+        """Trace id → `latest` / `previous`, for the runs those words pick (there may be no previous).
+
+        Args:
+            runs: What `runs(limit=limit)` returned, when the caller has it: the answer is read off it
+                when it can be (two sessions in it, or every run of the store), with no query.
+            limit: The limit those runs were read with.
+        """
+        if runs is not None:
+            sessions = [r.trace_id for r in runs if r.is_session]
+            if len(sessions) >= 2 or not limit or len(runs) < limit:
+                newest = (sessions or [r.trace_id for r in runs])[:2]
+                return dict(zip(newest, ("latest", "previous"), strict=False))
+        newest = self._latest_sessions(2)  # the common case, in one look at the roots
+        if len(newest) < 2:
+            refs = self.index()
+            newest = [r.trace_id for r in ([r for r in refs if r.is_session] or refs)[:2]]
+        return dict(zip(newest, ("latest", "previous"), strict=False))
 
     def _by_position(self, position: int, alias: str) -> str:
         newest = self._latest_sessions(position + 1)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -169,16 +169,23 @@ def _render(roots: Sequence[TreeNode], total: int, origin: int, max_spans: int |
     return "\n".join(lines) + "\n"
 
 
-def render_runs(runs: Sequence[RunSummary]) -> str:
-    """The runs as a text table: trace id, root span, start (UTC), duration, spans, errors, tokens, cost."""
+def render_runs(runs: Sequence[RunSummary], *, marks: Mapping[str, str] | None = None) -> str:
+    """The runs as a text table: trace id, ref, root span, start (UTC), duration, spans, errors, tokens, cost.
+
+    Args:
+        runs: The runs, newest first.
+        marks: Trace id → what to show in the `ref` column (`latest`, `previous`).
+    """
+    marks = marks or {}
     rows = [
         (
             r.trace_id,
+            marks.get(r.trace_id, ""),
             r.name,
             datetime.fromtimestamp(r.start_us / 1e6, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
             format_duration(r.duration),
-            r.spans,
-            r.errors or "",
+            f"{r.spans:,}",
+            f"{r.errors:,}" if r.errors else "",
             ""
             if r.input_tokens is None and r.output_tokens is None
             else f"{(r.input_tokens or 0) + (r.output_tokens or 0):,.0f}",
@@ -186,5 +193,15 @@ def render_runs(runs: Sequence[RunSummary]) -> str:
         )
         for r in runs
     ]
-    headers = ["trace id", "root span", "started (UTC)", "duration", "spans", "errors", "tokens", "cost"]
-    return text_table(headers, rows, align="lllrrrrr")
+    headers = [
+        "trace id",
+        "ref",
+        "root span",
+        "started (UTC)",
+        "duration",
+        "spans",
+        "errors",
+        "tokens",
+        "cost",
+    ]
+    return text_table(headers, rows, align="llllrrrrr")

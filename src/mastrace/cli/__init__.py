@@ -13,12 +13,16 @@ Example:
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
-from typing import TextIO
+from importlib import import_module
 
 from ..exceptions import MastraceError
 from ._parser import build_parser
 from ._terminal import SafeStream, escape_control
+
+TYPE_CHECKING = False  # not `typing`'s: `mastrace --help` does not import it
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any, TextIO
 
 __all__ = ["main"]
 
@@ -41,7 +45,7 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> 
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.handler(args, out))
+        return int(_handler(args.handler)(args, out))
     except MastraceError as exc:
         print(escape_control(f"mastrace {args.command}: error: {exc}"), file=sys.stderr)
         return EXIT_ERROR
@@ -52,3 +56,10 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> 
         # The reader went away (e.g. `mastrace query ... | head`): not an error worth a traceback.
         sys.stderr.close()
         return 0
+
+
+def _handler(target: str) -> Callable[[Any, Any], int]:
+    """The function named `"module:function"`, imported now (the parser imports no command)."""
+    module, _, function = target.partition(":")
+    handler: Callable[[Any, Any], int] = getattr(import_module(module), function)
+    return handler

@@ -12,7 +12,7 @@ from typing import TextIO
 
 import duckdb
 
-from ..analysis import SourceStore, TraceStore, render_runs, render_trace
+from ..analysis import SourceStore, TraceStore, render_runs
 from ..analysis._select import check_read_only
 from ..analysis._source import source_url
 from ..exceptions import MastraceError
@@ -78,15 +78,19 @@ def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
     """List runs (one per trace), newest first."""
     with open_store(args) as store, progress("reading runs"):
         runs = store.runs(limit=args.limit)
+        marks = store.aliases(runs, args.limit)
     if args.format == "json":
-        out.write(json.dumps([vars(r) for r in runs], indent=2, default=json_default) + "\n")
+        rows = [{**vars(r), "ref": marks.get(r.trace_id)} for r in runs]
+        out.write(json.dumps(rows, indent=2, default=json_default) + "\n")
         return 0
-    out.write(render_runs(runs))
+    out.write(render_runs(runs, marks=marks))
     return 0
 
 
 def cmd_tree(args: argparse.Namespace, out: TextIO) -> int:
     """Print a trace's span hierarchy."""
+    from ..analysis import render_trace
+
     with open_store(args) as store, progress("reading trace"):
         trace_id = store.resolve(args.trace)
         text = render_trace(store, trace_id, max_spans=args.max_spans or None)

@@ -42,8 +42,31 @@ def _cell(value: Any) -> Any:
     return value
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float, Decimal)) and not isinstance(value, bool)
+
+
+def _table_cell(value: Any) -> Any:
+    """A table cell: numbers with thousands separators and no float noise (JSON and CSV keep them raw)."""
+    if not _is_number(value):
+        return _cell(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    number = float(value)
+    if number != number or number in (float("inf"), float("-inf")):
+        return str(value)
+    if number != 0 and (abs(number) < 1e-3 or abs(number) >= 1e15):
+        return f"{number:.6g}"
+    # Up to six decimals, trailing zeros dropped: 0.026272499999999997 reads 0.026272.
+    return f"{number:,.6f}".rstrip("0").rstrip(".")
+
+
 def format_rows(names: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str) -> str:
-    """Query results as a box-drawn `table`, a `json` array of objects, or `csv` with a header."""
+    """Query results as a box-drawn `table`, a `json` array of objects, or `csv` with a header.
+
+    The table shows numbers with thousands separators and at most six decimals (small and huge ones
+    in scientific notation); JSON and CSV keep every value exact, for programs.
+    """
     if fmt == "json":
         records = [dict(zip(names, row, strict=True)) for row in rows]
         return json.dumps(records, indent=2, ensure_ascii=False, default=json_default) + "\n"
@@ -53,10 +76,8 @@ def format_rows(names: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str) -
         writer.writerow(names)
         writer.writerows([[_cell(v) for v in row] for row in rows])
         return buffer.getvalue()
-    align = "".join(
-        "r" if rows and isinstance(rows[0][i], (int, float, Decimal)) else "l" for i in range(len(names))
-    )
-    table = text_table(names, [[_cell(v) for v in row] for row in rows], align=align)
+    align = "".join("r" if rows and _is_number(rows[0][i]) else "l" for i in range(len(names)))
+    table = text_table(names, [[_table_cell(v) for v in row] for row in rows], align=align)
     return table + f"({len(rows)} row{'s' if len(rows) != 1 else ''})\n"
 
 
@@ -71,8 +92,10 @@ def write_output(text: str, destination: str | None, default: str | None, stdout
         stdout.write(text)
         return None
     path = Path(target).expanduser()
+    if not path.parent.is_dir():
+        # A mistyped folder is an error, not a tree of new folders somewhere unexpected.
+        raise MastraceError(f"cannot write {path}: the folder {path.parent} does not exist")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise MastraceError(f"cannot write {path}: {exc.strerror or exc}") from exc

@@ -1,23 +1,33 @@
-"""The argument parser of the `mastrace` command."""
+"""The argument parser of the `mastrace` command.
+
+It imports nothing but the standard library: `mastrace --help` and every argument error answer
+without loading DuckDB or the OpenTelemetry SDK. Each subcommand names its handler as
+`"module:function"` (`handler` in the parsed namespace); `main()` imports it only when it runs.
+A new subcommand is one `sub.add_parser(...)` here and a handler in a module of its own.
+"""
 
 from __future__ import annotations
 
 import argparse
 
-from ._commands import cmd_query, cmd_runs, cmd_tree
-from ._mcp import cmd_mcp
-from ._push import cmd_push
-from ._report_commands import DEFAULT_REPORT, DEFAULT_VIEW, cmd_analyze, cmd_diff, cmd_export, cmd_view
-from ._run import cmd_run
-from ._serve import cmd_serve
+from ._terminal import escape_control
 
-__all__ = ["build_parser"]
+TYPE_CHECKING = False  # not `typing`'s: `mastrace --help` does not import it
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
+
+__all__ = ["DEFAULT_REPORT", "DEFAULT_VIEW", "build_parser"]
+
+DEFAULT_REPORT = "ANALYSIS_REPORT.md"
+DEFAULT_VIEW = "trace.html"
 
 _DESCRIPTION = """\
 Inspect the local trace store that mastrace writes (default: $MASTRACE_DIR or ./.mastrace).
 
-TRACE is a trace id, a unique prefix of one (4+ hex characters), 'latest' or 'previous'
-(coordination sessions count first). The SQL table is `records`, with Logfire's columns."""
+TRACE is a trace id, a unique prefix of one (4+ hex characters), 'latest' or 'previous'.
+'latest' is the newest coordination session (a trace whose root span is the session span)
+when the store has one, else the newest trace; `mastrace runs` marks the rows they pick.
+The SQL table is `records`, with Logfire's columns."""
 
 _EPILOG = """\
 examples:
@@ -29,13 +39,37 @@ examples:
   mastrace diff previous latest
   mastrace export latest --format jaeger-json -o trace.json
   mastrace push --to http://localhost:4318
+  mastrace serve
   mastrace analyze latest --source http://127.0.0.1:4318
   mastrace mcp --store .mastrace
-  mastrace run -- massgen --config cfg.yaml 'question'"""
+  mastrace run --store runs/today -- massgen --config cfg.yaml 'question'"""
 
 
-def _common() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line on stderr and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        if message.endswith("required: COMMAND") and self._subparsers is not None:
+            names = [a for action in self._subparsers._group_actions for a in getattr(action, "choices", {})]
+            message = f"give a command: {', '.join(names)}"
+        self.exit(2, escape_control(f"{self.prog}: error: {message} (see '{self.prog} --help')") + "\n")
+
+
+class _Once(argparse.Action):
+    """An option that takes one value: giving it twice is an error, never a silent choice."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: Any = None
+    ) -> None:
+        if getattr(namespace, self.dest, None) is not None:
+            parser.error(
+                f"{option} takes one value, given twice ({getattr(namespace, self.dest)!r}, {values!r})"
+            )
+        setattr(namespace, self.dest, values)
+
+
+def _reading_store() -> _Parser:
+    common = _Parser(add_help=False)
     common.add_argument(
         "--store",
         metavar="DIR",
@@ -58,6 +92,16 @@ def _source_arg(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _one_store(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--store",
+        metavar="DIR",
+        action=_Once,
+        default=None,
+        help=f"the store folder {what} (default: $MASTRACE_DIR or ./.mastrace); one folder",
+    )
+
+
 def _trace_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "trace",
@@ -68,10 +112,14 @@ def _trace_arg(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _handler(parser: argparse.ArgumentParser, target: str) -> None:
+    parser.set_defaults(handler=f"mastrace.cli.{target}")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The `mastrace` parser with its subcommands; each sets `handler` in the parsed namespace."""
-    common = _common()
-    parser = argparse.ArgumentParser(
+    """The `mastrace` parser with its subcommands; each sets `handler` (`"module:function"`)."""
+    reading = _reading_store()
+    parser = _Parser(
         prog="mastrace",
         description=_DESCRIPTION,
         epilog=_EPILOG,
@@ -79,21 +127,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    runs = sub.add_parser("runs", parents=[common], help="list runs (traces), newest first")
+    runs = sub.add_parser(
+        "runs",
+        parents=[reading],
+        help="list runs (traces), newest first; 'latest' and 'previous' marked",
+        description="List runs (one per trace), newest first. The 'ref' column marks the runs that "
+        "'latest' and 'previous' pick: coordination sessions come first.",
+    )
     runs.add_argument("--limit", type=int, default=20, help="show at most N runs (0: all; default 20)")
     runs.add_argument("--format", choices=("table", "json"), default="table")
     _source_arg(runs)
-    runs.set_defaults(handler=cmd_runs)
+    _handler(runs, "_commands:cmd_runs")
 
-    tree = sub.add_parser("tree", parents=[common], help="print a trace's span hierarchy")
+    tree = sub.add_parser("tree", parents=[reading], help="print a trace's span hierarchy")
     _trace_arg(tree)
     tree.add_argument(
         "--max-spans", type=int, default=2000, help="print at most N spans (0: all; default 2000)"
     )
     _source_arg(tree)
-    tree.set_defaults(handler=cmd_tree)
+    _handler(tree, "_commands:cmd_tree")
 
-    query = sub.add_parser("query", parents=[common], help="run SQL against the `records` table")
+    query = sub.add_parser("query", parents=[reading], help="run SQL against the `records` table")
     query.add_argument("sql", metavar="SQL", help="a DuckDB SQL statement over `records`")
     query.add_argument("--format", choices=("table", "json", "csv"), default="table")
     query.add_argument(
@@ -103,9 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
         "off by default: the query sees the store and nothing else",
     )
     _source_arg(query)
-    query.set_defaults(handler=cmd_query)
+    _handler(query, "_commands:cmd_query")
 
-    analyze = sub.add_parser("analyze", parents=[common], help=f"write {DEFAULT_REPORT} for a trace")
+    analyze = sub.add_parser("analyze", parents=[reading], help=f"write {DEFAULT_REPORT} for a trace")
     _trace_arg(analyze)
     analyze.add_argument(
         "-o",
@@ -115,38 +169,34 @@ def build_parser() -> argparse.ArgumentParser:
     )
     analyze.add_argument("--format", choices=("markdown", "json"), default="markdown")
     _source_arg(analyze)
-    analyze.set_defaults(handler=cmd_analyze)
+    _handler(analyze, "_report_commands:cmd_analyze")
 
-    view = sub.add_parser("view", parents=[common], help="write a self-contained HTML waterfall of a trace")
+    view = sub.add_parser("view", parents=[reading], help="write a self-contained HTML waterfall of a trace")
     _trace_arg(view)
     view.add_argument("-o", "--output", metavar="FILE", help=f"output file (default: ./{DEFAULT_VIEW})")
-    view.add_argument(
-        "--max-spans",
-        type=int,
-        default=None,
-        help="draw at most N spans (default 20,000)",
-    )
+    view.add_argument("--max-spans", type=int, default=None, help="draw at most N spans (default 20,000)")
     _source_arg(view)
-    view.set_defaults(handler=cmd_view)
+    _handler(view, "_report_commands:cmd_view")
 
     diff = sub.add_parser(
-        "diff", parents=[common], help="compare two runs' configs, durations, tokens and cost"
+        "diff", parents=[reading], help="compare two runs' configs, durations, tokens and cost"
     )
     diff.add_argument("run_a", metavar="RUN_A", help="trace id, prefix, 'latest' or 'previous'")
     diff.add_argument("run_b", metavar="RUN_B", help="trace id, prefix, 'latest' or 'previous'")
     diff.add_argument("--format", choices=("text", "json"), default="text")
     _source_arg(diff)
-    diff.set_defaults(handler=cmd_diff)
+    _handler(diff, "_report_commands:cmd_diff")
 
-    export = sub.add_parser("export", parents=[common], help="export a trace as OTLP/JSON or Jaeger JSON")
+    export = sub.add_parser("export", parents=[reading], help="export a trace as OTLP/JSON or Jaeger JSON")
     _trace_arg(export)
     export.add_argument("--format", choices=("otlp-json", "jaeger-json"), required=True)
     export.add_argument("-o", "--output", metavar="FILE", help="output file (default: stdout)")
     _source_arg(export)
-    export.set_defaults(handler=cmd_export)
+    _handler(export, "_report_commands:cmd_export")
+
     push = sub.add_parser(
         "push",
-        parents=[common],
+        parents=[reading],
         help="send stored spans to an OTLP endpoint or Logfire; what it already took is not sent again",
     )
     push.add_argument(
@@ -167,13 +217,13 @@ def build_parser() -> argparse.ArgumentParser:
     push.add_argument(
         "--header", action="append", metavar="KEY=VALUE", help="an HTTP/gRPC header (repeatable)"
     )
-    push.set_defaults(handler=cmd_push)
+    _handler(push, "_push:cmd_push")
 
     serve = sub.add_parser(
         "serve",
-        parents=[common],
-        help="receive OTLP (HTTP and gRPC) from any OpenTelemetry SDK into the local store",
+        help="receive OTLP (HTTP and gRPC) into the local store, with a live web UI on the HTTP port",
     )
+    _one_store(serve, "written to and shown")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--http-port", type=int, default=4318, help="OTLP/HTTP port (default 4318; -1: off)")
     serve.add_argument("--grpc-port", type=int, default=4317, help="OTLP/gRPC port (default 4317; -1: off)")
@@ -182,11 +232,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="store spans as received (default: scrub them like in-process)",
     )
-    serve.set_defaults(handler=cmd_serve)
+    _handler(serve, "_serve:cmd_serve")
 
     mcp = sub.add_parser(
         "mcp",
-        parents=[common],
+        parents=[reading],
         help="serve the store(s) to a coding agent as an MCP server (stdio; Logfire's tool names)",
         description="Run a Model Context Protocol server on standard input/output whose tools read the "
         "store(s): arbitrary_query, schema_reference, find_exceptions_in_file, logfire_link (Logfire's "
@@ -199,24 +249,36 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="URL",
         help="where `mastrace serve` runs, for trace links (default http://127.0.0.1:4318)",
     )
-    mcp.set_defaults(handler=cmd_mcp)
+    _handler(mcp, "_mcp:cmd_mcp")
 
+    _run_parser(sub)
+    return parser
+
+
+def _run_parser(sub: Any) -> None:
     run = sub.add_parser(
         "run",
-        parents=[common],
         help="run a Python program (console script, .py file or python -m MODULE) traced into the store",
         description="Run PROGRAM in this process with mastrace configured and its integrations on "
-        "(massgen for the massgen command; openai and anthropic when installed). "
-        "Put -- before the program: mastrace run -- massgen --config cfg.yaml 'question'",
+        "(massgen for the massgen command; openai and anthropic when installed). The options given "
+        "here win over the program's own configure() arguments, in the program and in the "
+        "processes it starts. Put -- before the program: mastrace run -- massgen --config cfg.yaml 'q'",
     )
+    _one_store(run, "the spans go to")
+    run.add_argument(
+        "--service-name", metavar="NAME", action=_Once, default=None, help="service.name of the spans"
+    )
+    run.add_argument(
+        "--otlp", metavar="URL", action=_Once, default=None, help="also send the spans to this OTLP endpoint"
+    )
+    run.add_argument("--console", action="store_true", default=None, help="print a line per span to stderr")
     run.add_argument(
         "--instrument",
         metavar="NAMES",
+        action="append",
         default=None,
-        help="integrations to turn on, comma-separated (massgen, openai, anthropic, litellm; 'none'); "
-        "default: auto",
+        help="integrations to turn on, comma-separated or repeated (massgen, openai, anthropic, litellm; "
+        "'none'); default: auto",
     )
     run.add_argument("program", nargs=argparse.REMAINDER, metavar="-- PROGRAM [ARGS...]")
-    run.set_defaults(handler=cmd_run)
-
-    return parser
+    _handler(run, "_run:cmd_run")

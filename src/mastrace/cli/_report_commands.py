@@ -11,11 +11,9 @@ from ..analysis import build_report, diff_reports, render_diff, render_markdown,
 from ._commands import open_store
 from ._export import to_jaeger_json, to_otlp_json
 from ._output import json_default, progress, write_output
+from ._parser import DEFAULT_REPORT, DEFAULT_VIEW
 
 __all__ = ["cmd_analyze", "cmd_diff", "cmd_export", "cmd_view"]
-
-DEFAULT_REPORT = "ANALYSIS_REPORT.md"
-DEFAULT_VIEW = "trace.html"
 
 
 def _wrote(path: Path | None, what: str, trace_id: str, out: TextIO) -> None:

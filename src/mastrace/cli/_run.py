@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import re
 import runpy
@@ -19,8 +20,9 @@ from typing import Any, TextIO
 
 from ..exceptions import MastraceError
 
-__all__ = ["INTEGRATIONS", "cmd_run"]
+__all__ = ["INTEGRATIONS", "RUN_ENV", "cmd_run"]
 
+RUN_ENV = "MASTRACE_RUN"
 INTEGRATIONS = ("massgen", "openai", "anthropic", "litellm")
 _PYTHON = re.compile(r"python(\d+(\.\d+)?)?$")
 
@@ -39,18 +41,38 @@ def _script(path: str) -> None:
     runpy.run_path(path, run_name="__main__")
 
 
+def _script_path(path: str) -> str:
+    if not os.path.isfile(path):
+        raise MastraceError(f"no such Python file: {path}")
+    return path
+
+
+def _module_name(module: str) -> str:
+    sys.path.insert(0, os.getcwd())  # where `python -m` looks first
+    try:
+        found = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        found = None
+    finally:
+        sys.path.pop(0)
+    if found is None:
+        raise MastraceError(f"no module named {module!r} in this Python environment")
+    return module
+
+
 def _target(program: str, args: list[str]) -> tuple[Callable[[], Any], list[str], str | None]:
     """What to call, the `sys.argv` it sees, and the distribution it comes from (if known)."""
     if _is_python(program):
         if args[:1] == ["-m"] and len(args) > 1:
-            module = args[1]
+            module = _module_name(args[1])
             return (lambda: _module(module)), [module, *args[2:]], None
         if args and not args[0].startswith("-"):
-            path = args[0]
+            path = _script_path(args[0])
             return (lambda: _script(path)), args, None
         raise MastraceError("give python a script or -m MODULE: mastrace run -- python -m pkg ...")
     if program.endswith(".py"):
-        return (lambda: _script(program)), [program, *args], None
+        path = _script_path(program)
+        return (lambda: _script(path)), [program, *args], None
     found = [ep for ep in entry_points(group="console_scripts") if ep.name == program]
     if not found:
         raise MastraceError(
@@ -74,22 +96,51 @@ def _instrument(names: Sequence[str]) -> list[str]:
     return done
 
 
+def _chosen(given: list[str] | None) -> list[str] | None:
+    """The integrations `--instrument` names (comma-separated, repeatable), or None for automatic."""
+    if given is None:
+        return None
+    names = [n.strip() for item in given for n in item.split(",") if n.strip()]
+    unknown = sorted(set(names) - {*INTEGRATIONS, "none"})
+    if unknown:
+        raise MastraceError(f"unknown integration(s) {', '.join(unknown)}; known: {', '.join(INTEGRATIONS)}")
+    return [n for n in names if n != "none"]
+
+
+def _pins(args: argparse.Namespace) -> dict[str, Any]:
+    """The options given on the command line, as `configure()` arguments that beat the program's own."""
+    from .. import _settings
+
+    given: dict[str, tuple[str, Any]] = {}
+    if args.store is not None:
+        store = os.path.abspath(os.path.expanduser(args.store))
+        if os.path.exists(store) and not os.path.isdir(store):
+            raise MastraceError(f"--store {args.store}: is a file, not a folder")
+        given["local"] = ("--store", store)  # absolute: the program and its children may change directory
+    if args.service_name is not None:
+        given["service_name"] = ("--service-name", args.service_name)
+    if args.otlp is not None:
+        given["otlp"] = ("--otlp", args.otlp)
+    if args.console:
+        given["console"] = ("--console", True)
+    params = {p.name: p for p in _settings.PARAMS}
+    pins: dict[str, Any] = {}
+    for name, (option, value) in given.items():
+        try:
+            pins[name] = params[name].check(value)
+        except (ValueError, TypeError):
+            raise MastraceError(f"{option} {value!r}: expected {params[name].accepts}") from None
+    return pins
+
+
 def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     """Configure mastrace, instrument what the program uses, run it, flush, return its status."""
-    import mastrace
-
     command = list(args.program)
     if command[:1] == ["--"]:
         command = command[1:]
     if not command:
         raise MastraceError("nothing to run: mastrace run -- PROGRAM [ARGS...]")
-    chosen = None
-    if args.instrument is not None:
-        chosen = [n.strip() for n in args.instrument.split(",") if n.strip() and n.strip() != "none"]
-        unknown = sorted(set(chosen) - set(INTEGRATIONS))
-        if unknown:
-            known = ", ".join(INTEGRATIONS)
-            raise MastraceError(f"unknown integration(s) {', '.join(unknown)}; known: {known}")
+    chosen = _chosen(args.instrument)
     call, argv, dist = _target(command[0], command[1:])
     if chosen is not None:
         wanted = chosen
@@ -98,8 +149,13 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
         # Not LiteLLM: importing it takes seconds (and fetches a price table) for programs that may
         # never use it; ask for it with --instrument.
         wanted = [n for n in ("massgen", "openai", "anthropic") if n != "massgen" or runs_massgen]
-    store = args.store[0] if args.store else None
-    mastrace.configure(**({"local": store} if store else {}))
+    # The command line wins over the program's own configure() arguments, here and in every process
+    # it starts: configure() reads MASTRACE_RUN before its arguments (see the precedence table).
+    os.environ[RUN_ENV] = json.dumps(_pins(args))
+
+    import mastrace
+
+    mastrace.configure()
     _instrument(wanted)
     saved = sys.argv
     sys.argv = argv

@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import threading
 from typing import TextIO
+from urllib.parse import quote
 
-__all__ = ["cmd_serve"]
+__all__ = ["cmd_serve", "ui_url"]
+
+
+def ui_url(host: str, port: int, token: str | None = None) -> str:
+    """The address to open the UI at: a wildcard listen address is reached through loopback."""
+    shown = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
+    base = f"http://[{shown}]:{port}/" if ":" in shown else f"http://{shown}:{port}/"
+    return base + (f"?token={quote(token, safe='')}" if token else "")
 
 
 def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
@@ -15,7 +24,7 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     from ..serve import start_intake
     from ..store.reader import store_paths
 
-    (store,) = store_paths(args.store[:1] if args.store else None)
+    (store,) = store_paths(args.store)
     server = start_intake(
         store,
         host=args.host,
@@ -29,6 +38,11 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     if server.grpc_port is not None:
         where.append(f"OTLP/gRPC on {args.host}:{server.grpc_port}")
     out.write(f"mastrace serve: {' and '.join(where)}, writing to {store} (Ctrl-C to stop)\n")
+    if server.http_port is not None:
+        # With a token (when the server requires one), the address carries it once: the page trades it
+        # for a cookie and its own requests carry that.
+        token = getattr(args, "token", None) or os.environ.get("MASTRACE_SERVE_TOKEN", "").strip() or None
+        out.write(f"mastrace serve: web UI on {ui_url(args.host, server.http_port, token)}\n")
     out.flush()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

@@ -10,7 +10,10 @@ newlines and tabs the command itself writes stay.
 from __future__ import annotations
 
 import re
-from typing import TextIO
+
+TYPE_CHECKING = False  # not `typing`'s: `mastrace --help` does not import it
+if TYPE_CHECKING:
+    from typing import TextIO
 
 __all__ = ["SafeStream", "escape_control"]
 

@@ -4,17 +4,22 @@ A component that inherits them can be registered with a `mastrace.Registry`, whi
 `gather_traces()`, `gather_config()` and `gather_usage()` from every registered component. The
 method names and output shapes are MASEval's, so MASEval components register unchanged.
 
+`ConfigurableMixin.gather_config()` records, by default, the component's public instance attributes
+whose values are plain data (see `config_values`), so a changed model, temperature or prompt shows
+in `mastrace diff` with no code; `config_attributes` and `config_exclude` narrow it.
+
 Example:
     >>> from mastrace import ConfigurableMixin, TokenUsage, UsageTrackableMixin
     >>> class Model(ConfigurableMixin, UsageTrackableMixin):
-    ...     def __init__(self, model_id: str) -> None:
+    ...     def __init__(self, model_id: str, temperature: float = 0.7) -> None:
     ...         self.model_id = model_id
-    ...     def gather_config(self):
-    ...         return {**super().gather_config(), "model_id": self.model_id}
+    ...         self.temperature = temperature
     ...     def chat(self, prompt: str) -> str:
     ...         self.record_usage(TokenUsage(input_tokens=12, output_tokens=3))
     ...         return "ok"
     >>> model = Model("gpt-4o")
+    >>> {k: v for k, v in model.gather_config().items() if k != "gathered_at"}
+    {'model_id': 'gpt-4o', 'temperature': 0.7, 'type': 'Model'}
     >>> _ = model.chat("hi")
     >>> model.gather_usage().input_tokens
     12
@@ -23,10 +28,12 @@ Example:
 from __future__ import annotations
 
 import threading
+from collections.abc import Collection
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from ..usage import Usage, credit_usage
+from ._config_values import config_values
 
 __all__ = ["ConfigurableMixin", "TraceableMixin", "UsageTrackableMixin"]
 
@@ -52,16 +59,32 @@ class TraceableMixin:
 
 
 class ConfigurableMixin:
-    """Gives a component `gather_config()`: its configuration as a JSON-serialisable dict."""
+    """Gives a component `gather_config()`: its configuration as a JSON-serialisable dict.
+
+    Attributes:
+        config_attributes: The attributes `gather_config()` records; None (the default) for every
+            public instance attribute holding plain data. Names listed here are read even when
+            private or properties.
+        config_exclude: Attributes never recorded (runtime state such as a message history).
+    """
+
+    config_attributes: ClassVar[Collection[str] | None] = None
+    config_exclude: ClassVar[Collection[str]] = ()
 
     def gather_config(self) -> dict[str, Any]:
         """Return this component's configuration.
 
-        The base implementation returns `type` (the class name) and `gathered_at` (ISO
-        timestamp); extend it with `{**super().gather_config(), "temperature": self.temperature}`.
-        Return static settings, not runtime state, so unchanged configurations hash alike.
+        By default: its public instance attributes (names not starting with `_`) whose values are
+        plain data — numbers, text, booleans, None, enums, dates, paths, bytes, dataclasses,
+        pydantic models, and lists, tuples, sets and dicts of those, encoded as in config
+        snapshots — plus `type` (the class name) and `gathered_at` (ISO timestamp). Other
+        objects (clients, locks, callables) are left out; a nested `ConfigurableMixin` records
+        its own `gather_config()`; a secret-named attribute (`api_key`, `password`, …) is recorded
+        as `[Scrubbed due to '<name>']`. Narrow it with `config_attributes` or `config_exclude`,
+        or extend it with `{**super().gather_config(), "extra": ...}`. Record static settings, not
+        runtime state, so unchanged configurations hash alike.
         """
-        return _base_record(self)
+        return {**config_values(self, self.config_attributes, self.config_exclude), **_base_record(self)}
 
 
 class UsageTrackableMixin:

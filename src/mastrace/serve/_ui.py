@@ -4,7 +4,8 @@
 - `/runs/<trace>`: a run's waterfall (live: spans appear as they end; virtualised rows; a span's
   details on click; `#span=<span id>` selects a span), with filters by text, agent, round,
   errors and attribute value.
-- `/runs/<trace>/view`: the static HTML view (`mastrace view`); `/runs/<trace>/report`: the report.
+- `/runs/<trace>/view`: the static HTML view (`mastrace view`); `/runs/<trace>/report`: the report
+  (HTML).
 - `/diff?a=<trace>&b=<trace>`: the configuration and usage differences of two runs (`mastrace diff`).
 - `/api/runs`, `/api/runs/<trace>/spans?since_us=&q=`, `/api/runs/<trace>/spans/<span>`, `/api/diff`.
 
@@ -33,6 +34,7 @@ WHERE trace_id = ? AND (span_name ILIKE ? OR message ILIKE ? OR CAST(attributes 
 # Spans whose end is this close before the newest one seen are sent again: writers in other
 # processes flush every half second, so a span can land after a later-ending one.
 _SLACK_US = 30_000_000
+_SPANS_SUMMARY_SQL = "SELECT count(*), max(epoch_us(end_timestamp)) FROM records WHERE trace_id = ?"
 
 
 def jsonable(value: Any) -> Any:
@@ -71,20 +73,29 @@ def ui_routes(store: Path) -> list[Any]:
 
     from ..analysis import TraceStore, build_report, diff_reports, render_markdown, render_trace_html
     from ..exceptions import StoreError
+    from ._ui_pages import report_page, waterfall_rows
 
     assets = files(__package__) / "assets"
     index = (assets / "index.html").read_text(encoding="utf-8")
     run_page = (assets / "run.html").read_text(encoding="utf-8")
     diff_page = (assets / "diff.html").read_text(encoding="utf-8")
+    shared = {
+        "ui.js": ((assets / "ui.js").read_text(encoding="utf-8"), "text/javascript"),
+        "ui.css": ((assets / "ui.css").read_text(encoding="utf-8"), "text/css"),
+    }
 
     def read_runs(text: str, errors: bool) -> list[dict[str, Any]]:
         if not (store / "segments").is_dir():
             return []
         with TraceStore(store) as traces:
             try:
-                runs = [vars(run) for run in traces.runs(limit=500)]
+                found = traces.runs(limit=500)
+                marks = traces.aliases(found, 500)
+                runs = [vars(run) for run in found]
             except StoreError:  # no spans yet
                 return []
+            for run in runs:
+                run["ref"] = marks.get(run["trace_id"])
             if text or errors:
                 like = f"%{text}%"
                 params = [text or None, like, like, like, errors]
@@ -95,14 +106,16 @@ def ui_routes(store: Path) -> list[Any]:
     def read_spans(ref: str, since_us: int, text: str) -> dict[str, Any]:
         with TraceStore(store) as traces:
             trace_id = traces.resolve(ref)
-            spans = traces.spans(trace_id, details=False)
-            newest = max((s.end_us for s in spans), default=0)
-            fresh = [_light(s) for s in spans if s.end_us >= since_us - _SLACK_US] if since_us else None
+            ((count, newest),) = traces.table(_SPANS_SUMMARY_SQL, [trace_id])[1]
+            if not count:
+                traces.require_trace(trace_id, found=False)
+            # Only what ended since the page's newest span (less a margin): the page has the rest.
+            rows = waterfall_rows(traces, trace_id, since_us - _SLACK_US if since_us else None)
             reply: dict[str, Any] = {
                 "trace_id": trace_id,
-                "spans": fresh if fresh is not None else [_light(s) for s in spans],
-                "count": len(spans),
-                "newest_us": newest,
+                "spans": rows,
+                "count": int(count),
+                "newest_us": int(newest or 0),
             }
             if text:
                 like = f"%{text}%"
@@ -150,12 +163,20 @@ def ui_routes(store: Path) -> list[Any]:
         with TraceStore(store) as traces:
             return render_trace_html(traces, traces.resolve(trace_id))
 
-    def read_report(trace_id: str) -> str:
+    def read_report(ref: str) -> str:
         with TraceStore(store) as traces:
-            return render_markdown(build_report(traces, traces.resolve(trace_id)))
+            trace_id = traces.resolve(ref)
+            return report_page(render_markdown(build_report(traces, trace_id)), trace_id)
 
     async def page(request: Request) -> Response:
         return HTMLResponse(index)
+
+    async def static(request: Request) -> Response:
+        """The script and style sheet the pages share."""
+        found = shared.get(request.path_params["name"])
+        if found is None:
+            return PlainTextResponse("not found", 404)
+        return Response(found[0], media_type=f"{found[1]}; charset=utf-8")
 
     async def run(request: Request) -> Response:
         return HTMLResponse(run_page)
@@ -193,7 +214,21 @@ def ui_routes(store: Path) -> list[Any]:
             return PlainTextResponse("no such span in this run", 404)
         return JSONResponse(reply)
 
+    def check_refs(ref_a: str, ref_b: str) -> None:
+        with TraceStore(store) as traces:
+            for ref in (ref_a, ref_b):
+                trace_id = traces.resolve(ref)
+                found = traces.rows("SELECT 1 AS one FROM records WHERE trace_id = ? LIMIT 1", [trace_id])
+                traces.require_trace(trace_id, found=bool(found))
+
     async def diff(request: Request) -> Response:
+        """The diff page; 404 (with the reason) when a run it names is not in the store."""
+        a = request.query_params.get("a", "previous")
+        b = request.query_params.get("b", "latest")
+        try:
+            await asyncio.to_thread(check_refs, a, b)
+        except StoreError as exc:
+            return PlainTextResponse(f"no diff: {exc}", 404)
         return HTMLResponse(diff_page)
 
     async def api_diff(request: Request) -> Response:
@@ -218,10 +253,11 @@ def ui_routes(store: Path) -> list[Any]:
             text = await asyncio.to_thread(read_report, request.path_params["trace_id"])
         except StoreError as exc:
             return PlainTextResponse(str(exc), 404)
-        return PlainTextResponse(text, media_type="text/markdown; charset=utf-8")
+        return HTMLResponse(text)
 
     return [
         Route("/", page),
+        Route("/static/{name}", static),
         Route("/api/runs", api_runs),
         Route("/api/runs/{trace_id}/spans", api_spans),
         Route("/api/runs/{trace_id}/spans/{span_id}", api_span),

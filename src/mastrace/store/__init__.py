@@ -9,12 +9,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._schema import COLUMN_NAMES
-from ._writer import LocalStoreExporter
 
 if TYPE_CHECKING:
+    from ._writer import LocalStoreExporter
     from .reader import connect, default_store_path, query, root_files, roots_complete, segment_files
 
-# The reader imports DuckDB (~90 ms, ~15 MB): a process that only writes spans never loads it.
+# The reader imports DuckDB (~90 ms, ~15 MB): a process that only writes spans never loads it. The
+# writer imports the OpenTelemetry SDK: a command that only reads the store never loads that.
 _READER_NAMES = frozenset(
     {"connect", "default_store_path", "query", "root_files", "roots_complete", "segment_files"}
 )
@@ -25,11 +26,15 @@ def __getattr__(name: str) -> Any:
         from . import reader
 
         return getattr(reader, name)
+    if name == "LocalStoreExporter":
+        from ._writer import LocalStoreExporter
+
+        return LocalStoreExporter
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_READER_NAMES})
+    return sorted({*globals(), *_READER_NAMES, "LocalStoreExporter"})
 
 
 __all__ = [
