@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .fake_llm import Ledger, make_server
+from .fake_llm import Ledger, Plan, make_server
 
 # MassGen imports LiteLLM, which fetches its price table from the internet unless told not to.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -32,6 +32,12 @@ class Run:
     stderr: str
     returncode: int
     config: Path
+    folder: Path
+
+    def massgen_turns(self) -> list[Path]:
+        """MassGen's own log folders, one per turn (`.../turn_<n>/attempt_1`), in order."""
+        found = sorted(self.folder.glob(".massgen/massgen_logs/log_*/turn_*/attempt_*"))
+        return sorted(found, key=lambda p: int(p.parent.name.split("_")[1]))
 
 
 # agent_a has a stdio MCP server; the fake LLM calls its tool once before answering.
@@ -41,29 +47,44 @@ MCP_SERVER = f"""      mcp_servers:
           command: "{sys.executable}"
           args: ["{HERE / "mcp_server.py"}"]
 """
+# Model names MassGen (through LiteLLM) and mastrace price; the fake server tells agents apart by them.
+MODELS = {"a": "gpt-4o-mini", "b": "gpt-4o", "c": "gpt-4o-mini-2024-07-18"}
 
 
-def write_config(folder: Path, url: str, extra: str = "") -> Path:
+def write_config(folder: Path, url: str, models: dict[str, str], extra: str = "") -> Path:
     config = folder / "cfg.yaml"
     config.write_text(
         "agents:\n"
         + "".join(
             f'  - id: "agent_{x}"\n    backend:\n      type: "chatcompletion"\n'
-            f'      model: "fake-{x}"\n      base_url: "{url}"\n' + (MCP_SERVER if x == "a" else "")
-            for x in ("a", "b")
+            f'      model: "{model}"\n      base_url: "{url}"\n' + (MCP_SERVER if x == "a" else "")
+            for x, model in models.items()
         )
         + extra
     )
     return config
 
 
-def run_massgen(tmp: Path, *, extra_config: str = "", instrument: str | None = None) -> Run:
+def run_massgen(
+    tmp: Path,
+    *,
+    plan: Plan | None = None,
+    models: dict[str, str] | None = None,
+    questions: tuple[str, ...] = ("What is six times seven?",),
+    interactive: bool = False,
+    extra_config: str = "",
+    instrument: str | None = None,
+) -> Run:
+    """Run `mastrace run -- massgen ...` against a fresh loopback server; several questions are
+    asked on standard input in one interactive session."""
     ledger = Ledger()
-    server = make_server(ledger)
+    plan = plan or Plan()
+    plan.questions = questions
+    server = make_server(ledger, plan)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}/v1"
     try:
-        config = write_config(tmp, url, extra_config)
+        config = write_config(tmp, url, models or MODELS, extra_config)
         home = tmp / "home"
         home.mkdir(exist_ok=True)
         env = {
@@ -77,12 +98,19 @@ def run_massgen(tmp: Path, *, extra_config: str = "", instrument: str | None = N
         command = [str(MASTRACE), "run", "--store", str(store)]
         if instrument is not None:
             command += ["--instrument", instrument]
-        command += ["--", "massgen", "--automation", "--config", str(config), "What is six times seven?"]
-        done = subprocess.run(command, cwd=tmp, env=env, capture_output=True, text=True, timeout=600)
+        command += ["--", "massgen", "--automation", "--config", str(config)]
+        stdin = None
+        if interactive:
+            stdin = "".join(f"{q}\n" for q in questions) + "/quit\n"
+        else:
+            command.append(questions[0])
+        done = subprocess.run(
+            command, cwd=tmp, env=env, input=stdin, capture_output=True, text=True, timeout=600
+        )
     finally:
         server.shutdown()
         server.server_close()
-    return Run(store, ledger, done.stdout, done.stderr, done.returncode, config)
+    return Run(store, ledger, done.stdout, done.stderr, done.returncode, config, tmp)
 
 
 @pytest.fixture(scope="session")

@@ -27,6 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 from . import semconv
 
 __all__ = [
+    "UNPRICED_CALLS",
     "CostCalculator",
     "StaticPricing",
     "TokenUsage",
@@ -36,6 +37,10 @@ __all__ = [
     "current_sinks",
     "usage_attributes",
 ]
+
+UNPRICED_CALLS = "unpriced_calls"
+"""The `Usage.units` key counting calls that had no known price: it adds up like any unit, so a
+round or session that includes one knows its cost is incomplete (`mastrace.cost.unknown`)."""
 
 _TOKEN_FIELDS = (
     "input_tokens",
@@ -407,6 +412,8 @@ def usage_attributes(usage: Usage, *, massgen: bool = True, gen_ai: bool = True)
     tokens = usage if isinstance(usage, TokenUsage) else None
     if massgen:
         attrs[semconv.MASSGEN_USAGE_COST] = float(usage.cost)
+        if usage.units.get(UNPRICED_CALLS):
+            attrs[semconv.MASTRACE_COST_UNKNOWN] = True
         if tokens is not None:
             attrs[semconv.MASSGEN_USAGE_INPUT] = tokens.input_tokens
             attrs[semconv.MASSGEN_USAGE_OUTPUT] = tokens.output_tokens

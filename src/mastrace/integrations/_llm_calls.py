@@ -16,7 +16,7 @@ from typing import Any
 
 import wrapt
 
-from .. import semconv
+from .. import pricing, semconv
 from .._errors import handle_internal_errors, log_internal_error, warn_once
 from .._tracer import NOOP_SPAN, NoOpSpan, Span, get_tracer
 from ..usage import CostCalculator, TokenUsage, credit_usage, current_sinks, field_of, usage_attributes
@@ -47,6 +47,7 @@ class PendingLLMSpan:
     attributes: dict[str, Any]
     claimed: int = 0
     spans: list[Any] = field(default_factory=list)  # the call spans that took it over
+    cost_calculator: CostCalculator | None = None  # the framework's own prices for these calls
 
 
 pending_llm_span: contextvars.ContextVar[PendingLLMSpan | None] = contextvars.ContextVar(
@@ -118,6 +119,8 @@ class Call:
                 "system": kwargs.get("system"),
             }
         pending = pending_llm_span.get()
+        self.framework_pricing = pending.cost_calculator if pending is not None else None
+        pricing.prepare()  # the default price table loads while the call runs
         if pending is not None:
             pending.claimed += 1
             name = pending.name
@@ -182,13 +185,17 @@ class Call:
         span.end(error)
 
     def _priced(self, usage: TokenUsage) -> TokenUsage:
-        if self.cost is not None:
-            return usage.with_cost(self.cost)
-        calculator = self.options.cost_calculator
-        if calculator is None or usage.cost:
-            return usage
-        cost = calculator.calculate_cost(usage, self.response_model or self.model)
-        return usage if cost is None else usage.with_cost(cost)
+        model = self.response_model or self.model
+        priced = pricing.price_call(
+            usage,
+            model,
+            provider=self.provider,
+            reported=self.cost,
+            calculator=self.options.cost_calculator,
+            framework=self.framework_pricing,
+        )
+        self.span.set_attributes(priced.attributes(model))
+        return priced.usage
 
 
 def _start(reader: Reader, instance: Any, kwargs: Mapping[str, Any]) -> Call | None:

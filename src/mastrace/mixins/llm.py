@@ -22,7 +22,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterable, Generator, Iterable, Mapping
 from typing import Any
 
-from .. import semconv
+from .. import pricing, semconv
 from .._errors import handle_internal_errors
 from .._streams import TracedAsyncGenerator, TracedGenerator
 from .._tracer import NOOP_SPAN, NoOpSpan, Span
@@ -94,7 +94,7 @@ class _StreamState:
             usage = self.usage
             if usage is None:
                 return
-            usage = self.backend._mastrace_price(usage, self.model)
+            usage = self.backend._mastrace_price(usage, self.response_model or self.model, span)
             span.set_attributes(usage_attributes(usage, massgen=False))
             span.set_attribute(semconv.MASTRACE_USAGE, usage.to_dict())
             if isinstance(self.backend, UsageTrackableMixin):
@@ -182,10 +182,14 @@ class LLMBackendMixin:
             usage = field_of(field_of(chunk, "message"), "usage")
         return TokenUsage.from_provider(usage, provider=getattr(self, "provider", None))
 
-    def _mastrace_price(self, usage: TokenUsage, model: str) -> TokenUsage:
-        """Fill in the cost of a call from `cost_calculator` when the usage has none."""
-        calculator = self.cost_calculator
-        if calculator is None or usage.cost:
-            return usage
-        cost = calculator.calculate_cost(usage, model)
-        return usage if cost is None else usage.with_cost(cost)
+    def _mastrace_price(self, usage: TokenUsage, model: str, span: Any) -> TokenUsage:
+        """Price a call (reported cost, `cost_calculator`, the default table, else unknown)."""
+        priced = pricing.price_call(
+            usage,
+            model,
+            provider=getattr(self, "provider", None),
+            reported=usage.cost or None,
+            calculator=self.cost_calculator,
+        )
+        span.set_attributes(priced.attributes(model))
+        return priced.usage
