@@ -20,6 +20,7 @@ from .. import pricing, semconv
 from .._errors import handle_internal_errors, log_internal_error, warn_once
 from .._tracer import NOOP_SPAN, NoOpSpan, Span, get_tracer
 from ..usage import CostCalculator, TokenUsage, credit_usage, current_sinks, field_of, usage_attributes
+from . import _http_retries
 
 __all__ = [
     "Options",
@@ -53,9 +54,17 @@ class PendingLLMSpan:
 pending_llm_span: contextvars.ContextVar[PendingLLMSpan | None] = contextvars.ContextVar(
     "mastrace_pending_llm_span", default=None
 )
-# True while an instrumented call is being made: a library that calls another instrumented SDK
-# underneath (LiteLLM calls `openai`) gives one span and one usage credit, not two.
-_inside_call: contextvars.ContextVar[bool] = contextvars.ContextVar("mastrace_inside_llm_call", default=False)
+# The instrumented call being made (None outside one): a library that calls another instrumented SDK
+# underneath (LiteLLM calls `openai`) gives one span and one usage credit, not two; the SDK's HTTP
+# retries are noted on this call (see `_http_retries`).
+_inside_call: contextvars.ContextVar[Call | None] = contextvars.ContextVar(
+    "mastrace_inside_llm_call", default=None
+)
+
+
+def current_call() -> Call | None:
+    """The instrumented LLM call being made in this context, if any."""
+    return _inside_call.get()
 
 
 @dataclass
@@ -121,6 +130,7 @@ class Call:
         pending = pending_llm_span.get()
         self.framework_pricing = pending.cost_calculator if pending is not None else None
         pricing.prepare()  # the default price table loads while the call runs
+        _http_retries.install(current_call)
         if pending is not None:
             pending.claimed += 1
             name = pending.name
@@ -213,7 +223,7 @@ def sync_wrapper(reader: Reader) -> Callable[..., Any]:
         call = _start(reader, instance, kwargs)
         if call is None or call.span is NOOP_SPAN:
             return wrapped(*args, **kwargs)
-        token = _inside_call.set(True)
+        token = _inside_call.set(call)
         try:
             result = wrapped(*args, **kwargs)
         except BaseException as exc:
@@ -239,7 +249,7 @@ def async_wrapper(reader: Reader) -> Callable[..., Any]:
         call = _start(reader, instance, kwargs)
         if call is None or call.span is NOOP_SPAN:
             return await wrapped(*args, **kwargs)
-        token = _inside_call.set(True)
+        token = _inside_call.set(call)
         try:
             result = await wrapped(*args, **kwargs)
         except BaseException as exc:
