@@ -128,24 +128,29 @@ class CoordinationSession(SpanHandle):
         self._registry = registry
         self._usage = UsageAccumulator()
         self._tokens: tuple[Any, Any] | None = None
+        self._pending_snapshot = False
         self.config_hash: str | None = None
 
     def __enter__(self) -> CoordinationSession:
-        # The configs are gathered before the span starts: gathering is not part of the session.
-        snap = self._snapshot() if isinstance(self._span, Span) else None
+        # The span starts when the session does. The snapshot is cheap once the process-level facts
+        # (packages, git) are gathered, which `configure()` starts on a thread; if they are not yet,
+        # the snapshot is attached when the session ends rather than the session waiting for them.
         self._span.__enter__()
-        if snap is not None:
-            with handle_internal_errors("coordination session config"):
-                self._span.set_json_attribute(semconv.MASTRACE_CONFIG, snap.text)
-                self._span.set_attribute(semconv.MASTRACE_CONFIG_HASH, snap.hash)
-                self.config_hash = snap.hash
+        self._pending_snapshot = isinstance(self._span, Span)
+        if self._pending_snapshot:
+            self._attach_snapshot(wait=False)
         self._tokens = (_CURRENT_SESSION.set(self), push_sink(self._usage))
         return self
 
-    def _snapshot(self) -> ConfigSnapshot | None:
+    def _attach_snapshot(self, *, wait: bool) -> None:
+        snap: ConfigSnapshot | None = None
         with handle_internal_errors("coordination session config"):
-            return self._registry.config_snapshot()
-        return None
+            snap = self._registry.config_snapshot(wait=wait)
+            if snap is not None:
+                self._span.set_json_attribute(semconv.MASTRACE_CONFIG, snap.text)
+                self._span.set_attribute(semconv.MASTRACE_CONFIG_HASH, snap.hash)
+                self.config_hash = snap.hash
+                self._pending_snapshot = False
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -159,6 +164,8 @@ class CoordinationSession(SpanHandle):
             except (ValueError, RuntimeError):  # closed from another context
                 if _CURRENT_SESSION.get() is self:
                     _CURRENT_SESSION.set(None)
+        if self._pending_snapshot:  # a session shorter than the gathering of the process facts
+            self._attach_snapshot(wait=True)
         with handle_internal_errors("coordination session usage"):
             total = self._usage.total
             self._span.set_attribute(
