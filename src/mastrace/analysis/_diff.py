@@ -9,6 +9,7 @@ from typing import Any
 
 from .. import semconv
 from .._texttable import text_table
+from ._kinds import format_cost
 from ._model import Report
 
 __all__ = [
@@ -165,7 +166,7 @@ def _num(value: float | None, kind: str, signed: bool = False) -> str:
     if kind == "s":
         return f"{sign}{value:.3f}"
     if kind == "$":
-        return f"{sign}{value:.4f}"
+        return format_cost(value, signed=signed)
     return f"{sign}{value:,.0f}"
 
 

@@ -30,6 +30,7 @@ __all__ = [
     "SLOWEST_SQL",
     "TOOLS_SQL",
     "TOTALS_SQL",
+    "UNKNOWN_COST_SQL",
     "VOTES_SQL",
     "load_trace_sql",
 ]
@@ -52,6 +53,7 @@ ATTRIBUTE_COLUMNS: Final[dict[str, str]] = {
     "m_reason": semconv.MASSGEN_USAGE_REASONING,
     "m_cached": semconv.MASSGEN_USAGE_CACHED_INPUT,
     "m_cost": semconv.MASSGEN_USAGE_COST,
+    "vote_discarded": semconv.MASSGEN_VOTE_DISCARDED,
 }
 # Read from coordination records only for the rows a table lists (see `_records`).
 RECORD_KEYS: Final = (
@@ -61,6 +63,7 @@ RECORD_KEYS: Final = (
     semconv.MASSGEN_VOTED_FOR_LABEL,
     semconv.MASSGEN_VOTE_REASON,
     semconv.MASSGEN_WINNER,
+    semconv.MASSGEN_VOTE_DISCARDED,
 )
 # Read from the root span only.
 SESSION_KEYS: Final = (
@@ -222,7 +225,10 @@ SELECT * FROM (
     SELECT count(*) FILTER (WHERE is_agent) AS rounds,
            count(*) FILTER (WHERE is_record) AS records,
            count(*) FILTER (WHERE is_record AND span_name LIKE 'Agent answer:%') AS answers,
-           count(*) FILTER (WHERE is_record AND span_name LIKE 'Agent vote:%') AS votes,
+           count(*) FILTER (WHERE is_record AND span_name LIKE 'Agent vote:%'
+                            AND lower(coalesce(vote_discarded, '')) <> 'true') AS votes,
+           count(*) FILTER (WHERE is_record AND span_name LIKE 'Agent vote:%'
+                            AND lower(coalesce(vote_discarded, '')) = 'true') AS discarded_votes,
            list(DISTINCT agent_id ORDER BY agent_id) FILTER (WHERE is_agent AND agent_id IS NOT NULL)
                AS agents,
            any_value(agent_id) FILTER (WHERE is_agent AND lower(is_winner) = 'true') AS winner_presenter,
@@ -300,7 +306,8 @@ ORDER BY start_us, sid
 VOTES_SQL: Final = f"""
 SELECT coalesce("{semconv.MASSGEN_AGENT_ID}", regexp_extract(span_name, '^Agent vote: (.+) -> ', 1)) AS voter,
        coalesce("{semconv.MASSGEN_VOTED_FOR}", regexp_extract(span_name, ' -> (.+)$', 1)) AS voted_for,
-       "{semconv.MASSGEN_VOTED_FOR_LABEL}" AS label, "{semconv.MASSGEN_VOTE_REASON}" AS reason, start_us
+       "{semconv.MASSGEN_VOTED_FOR_LABEL}" AS label, "{semconv.MASSGEN_VOTE_REASON}" AS reason, start_us,
+       lower(coalesce("{semconv.MASSGEN_VOTE_DISCARDED}", '')) = 'true' AS discarded
 FROM ({_records("span_name LIKE 'Agent vote:%'")})
 ORDER BY start_us, sid
 """
@@ -344,6 +351,15 @@ ROUND_USAGE_SQL: Final = f"""
 SELECT agent_id AS agent, count(*) AS spans, sum(duration) AS time,{_USAGE_COLUMNS.format(p="m_")}
 FROM mt_spans WHERE is_agent
 GROUP BY agent_id ORDER BY agent_id
+"""
+
+UNKNOWN_COST_SQL: Final = f"""
+SELECT coalesce(attributes->>'{semconv.MASSGEN_AGENT_ID}', attributes->>'{semconv.GEN_AI_AGENT_ID}') AS agent,
+       list(DISTINCT attributes->>'{semconv.MASTRACE_COST_UNKNOWN_MODELS}') AS models
+FROM records
+WHERE trace_id = ? AND span_name LIKE '{semconv.SPAN_LLM_PREFIX}%'
+  AND attributes->>'{semconv.MASTRACE_COST_UNKNOWN}' = 'true'
+GROUP BY 1
 """
 
 LLM_USAGE_SQL: Final = f"""

@@ -9,7 +9,7 @@ from typing import Any
 
 from .. import semconv
 from .._texttable import text_table
-from ._kinds import format_duration, format_value
+from ._kinds import format_cost, format_duration, format_value
 from ._store import RunSummary, SpanRow
 
 __all__ = [
@@ -87,7 +87,7 @@ def walk(roots: Sequence[TreeNode]) -> Iterator[TreeNode]:
 
 def _shown(label: str, value: Any) -> str:
     if label == "cost" and isinstance(value, (int, float)):
-        return f"cost=${value:.4f}"
+        return f"cost={format_cost(value)}"
     if label == "ttfc" and isinstance(value, (int, float)):
         return f"ttfc={format_duration(float(value))}"
     if isinstance(value, float) and value.is_integer():
@@ -182,7 +182,7 @@ def render_runs(runs: Sequence[RunSummary]) -> str:
             ""
             if r.input_tokens is None and r.output_tokens is None
             else f"{(r.input_tokens or 0) + (r.output_tokens or 0):,.0f}",
-            f"${r.cost:.4f}" if r.cost is not None else "",
+            format_cost(r.cost, r.cost_unknown_models) if r.cost is not None or r.cost_unknown_models else "",
         )
         for r in runs
     ]
