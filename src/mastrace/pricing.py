@@ -29,13 +29,14 @@ Example:
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from . import semconv
-from ._errors import log_internal_error
+from ._errors import log_internal_error, warn_once
 from .usage import UNPRICED_CALLS, CostCalculator, TokenUsage
 
 __all__ = ["UNPRICED_CALLS", "GenAIPrices", "Priced", "default_pricing", "prepare", "price_call"]
@@ -217,11 +218,17 @@ def _try(calculate: Callable[[TokenUsage, str], float | None], usage: TokenUsage
     try:
         cost = calculate(usage, model)
     except Exception as exc:  # a calculator that fails prices nothing; the call still records
-        log_internal_error("cost calculator", exc)
+        name = type(getattr(calculate, "__self__", calculate)).__name__
+        warn_once(
+            f"cost-calculator:{name}",
+            f"mastrace: cost calculator {name} failed ({type(exc).__name__}: {exc}); "
+            "its calls are priced by the next source, or shown as unknown",
+        )
         return None
     if cost is None or isinstance(cost, bool) or not isinstance(cost, (int, float)):
         return None
-    return float(cost)
+    cost = float(cost)
+    return cost if math.isfinite(cost) and cost >= 0 else None  # NaN or negative: not a price
 
 
 def unknown_models(models: Sequence[str | None]) -> list[str]:

@@ -60,10 +60,13 @@ class MassGenPricing:
 
     @classmethod
     def _shared(cls) -> Any:
+        """MassGen's calculator; None when MassGen's pricing module cannot be imported."""
         with cls._lock:
             if cls._calculator is None:
-                from massgen.token_manager.token_manager import TokenCostCalculator
-
+                try:
+                    from massgen.token_manager.token_manager import TokenCostCalculator
+                except ImportError:
+                    return None
                 cls._calculator = TokenCostCalculator()
             return cls._calculator
 
@@ -80,7 +83,10 @@ class MassGenPricing:
             shape["prompt_tokens_details"] = {"cached_tokens": usage.cached_input_tokens}
         if usage.reasoning_tokens:
             shape["completion_tokens_details"] = {"reasoning_tokens": usage.reasoning_tokens}
-        cost = float(self._shared().calculate_cost_with_usage_object(model_id, shape, self.provider) or 0.0)
+        calculator = self._shared()
+        if calculator is None:
+            return None
+        cost = float(calculator.calculate_cost_with_usage_object(model_id, shape, self.provider) or 0.0)
         if cost <= 0.0 and (usage.input_tokens or usage.output_tokens):
             return None
         return cost
