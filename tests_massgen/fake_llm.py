@@ -183,7 +183,12 @@ def make_server(ledger: Ledger, plan: Plan | None = None, text_chunks: int = 5) 
             self.send_header("cache-control", "no-cache")
             self.send_header("connection", "close")
             self.end_headers()
-            base = {"id": f"c{id(entry)}", "object": "chat.completion.chunk", "created": 1, "model": entry["model"]}
+            base = {
+                "id": f"c{id(entry)}",
+                "object": "chat.completion.chunk",
+                "created": 1,
+                "model": entry["model"],
+            }
 
             def send(choices: list[dict[str, Any]], **extra: Any) -> None:
                 data = json.dumps({**base, "choices": choices, **extra})
@@ -197,7 +202,9 @@ def make_server(ledger: Ledger, plan: Plan | None = None, text_chunks: int = 5) 
                     else ["The", " final", " answer", " is", " 42."]
                 )
                 for word in (words * ((chunks + len(words) - 1) // len(words)))[:chunks]:
-                    send([{"index": 0, "delta": {"role": "assistant", "content": word}, "finish_reason": None}])
+                    send(
+                        [{"index": 0, "delta": {"role": "assistant", "content": word}, "finish_reason": None}]
+                    )
                 if kind != "text":
                     call = {
                         "index": 0,
@@ -210,7 +217,11 @@ def make_server(ledger: Ledger, plan: Plan | None = None, text_chunks: int = 5) 
                 else:
                     send([{"index": 0, "delta": {}, "finish_reason": "stop"}])
                 prompt, completion = entry["prompt_tokens"], entry["completion_tokens"]
-                usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+                usage = {
+                    "prompt_tokens": prompt,
+                    "completion_tokens": completion,
+                    "total_tokens": prompt + completion,
+                }
                 send([], usage=usage)
                 self.wfile.write(b"data: [DONE]\n\n")
                 self.wfile.flush()

@@ -53,7 +53,6 @@ ATTRIBUTE_COLUMNS: Final[dict[str, str]] = {
     "m_reason": semconv.MASSGEN_USAGE_REASONING,
     "m_cached": semconv.MASSGEN_USAGE_CACHED_INPUT,
     "m_cost": semconv.MASSGEN_USAGE_COST,
-    "vote_discarded": semconv.MASSGEN_VOTE_DISCARDED,
 }
 # Read from coordination records only for the rows a table lists (see `_records`).
 RECORD_KEYS: Final = (
@@ -212,6 +211,12 @@ ORDER BY start_us, sid
 LIMIT 1
 """
 
+# A vote MassGen dropped (a new answer came after it): listed, not counted. Records keep their attributes.
+_DISCARDED = (
+    "coalesce(lower(json_extract_string(attributes, "
+    f"'$.\"{semconv.MASSGEN_VOTE_DISCARDED}\"')) = 'true', false)"
+)
+
 # Three aggregates, each over only the rows it needs (most rows of a large trace are tool spans).
 TOTALS_SQL: Final = f"""
 SELECT * FROM (
@@ -225,10 +230,9 @@ SELECT * FROM (
     SELECT count(*) FILTER (WHERE is_agent) AS rounds,
            count(*) FILTER (WHERE is_record) AS records,
            count(*) FILTER (WHERE is_record AND span_name LIKE 'Agent answer:%') AS answers,
-           count(*) FILTER (WHERE is_record AND span_name LIKE 'Agent vote:%'
-                            AND lower(coalesce(vote_discarded, '')) <> 'true') AS votes,
-           count(*) FILTER (WHERE is_record AND span_name LIKE 'Agent vote:%'
-                            AND lower(coalesce(vote_discarded, '')) = 'true') AS discarded_votes,
+           count(*) FILTER (WHERE is_record AND span_name LIKE 'Agent vote:%' AND NOT {_DISCARDED}) AS votes,
+           count(*) FILTER (WHERE is_record AND span_name LIKE 'Agent vote:%' AND {_DISCARDED})
+               AS discarded_votes,
            list(DISTINCT agent_id ORDER BY agent_id) FILTER (WHERE is_agent AND agent_id IS NOT NULL)
                AS agents,
            any_value(agent_id) FILTER (WHERE is_agent AND lower(is_winner) = 'true') AS winner_presenter,
