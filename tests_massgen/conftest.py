@@ -115,7 +115,35 @@ def run_massgen(
 
 @pytest.fixture(scope="session")
 def massgen_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
-    yield run_massgen(tmp_path_factory.mktemp("massgen"))
+    """3 agents, agent_a with an MCP server; agent_b answers late, so votes cast before are dropped."""
+    yield run_massgen(tmp_path_factory.mktemp("massgen"), plan=Plan(late={MODELS["b"]: 1.5}))
+
+
+# The failing path: an HTTP 500 the SDK retries, an agent voting for an agent id that does not exist,
+# an MCP tool call the server rejects, and a model no price table knows.
+FAILING_MODELS = {"a": "gpt-4o-mini", "b": "gpt-4o", "c": "house-model-c"}
+FAILING_PLAN = dict(http_500={"gpt-4o": {2}}, bad_voter="house-model-c", mcp_error=True)
+
+
+@pytest.fixture(scope="session")
+def failing_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    yield run_massgen(tmp_path_factory.mktemp("failing"), plan=Plan(**FAILING_PLAN), models=FAILING_MODELS)
+
+
+@pytest.fixture(scope="session")
+def failed_turn_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    """Every request fails with HTTP 500: every agent fails and MassGen gives no answer."""
+    plan = Plan(http_500={m: set(range(1, 100)) for m in MODELS.values()})
+    yield run_massgen(tmp_path_factory.mktemp("failed-turn"), plan=plan)
+
+
+TWO_QUESTIONS = ("What is six times seven?", "And what is six times eight?")
+
+
+@pytest.fixture(scope="session")
+def two_turns_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    """An interactive session: two questions typed on standard input."""
+    yield run_massgen(tmp_path_factory.mktemp("two-turns"), questions=TWO_QUESTIONS, interactive=True)
 
 
 def query(store: Path, sql: str) -> list[dict[str, object]]:

@@ -31,12 +31,14 @@ class Plan:
         bad_voter: A model that votes for `agent9`, an id MassGen does not know.
         late: Model -> seconds to wait before its first answer (votes cast meanwhile are discarded).
         questions: The questions of the session, in order (to tell the turns apart).
+        mcp_error: Call the MCP tool with arguments it rejects (the result is an MCP error).
     """
 
     http_500: dict[str, set[int]] = field(default_factory=dict)
     bad_voter: str | None = None
     late: dict[str, float] = field(default_factory=dict)
     questions: tuple[str, ...] = ()
+    mcp_error: bool = False
 
 
 @dataclass
@@ -144,7 +146,7 @@ def make_server(ledger: Ledger, plan: Plan | None = None, text_chunks: int = 5) 
                     mcp_tool = next((t for t in sorted(tools) if t.endswith("multiply")), None)
                     if mcp_tool is not None and key not in used_tool and key not in answered:
                         used_tool.add(key)
-                        kind, args = mcp_tool, {"a": 6, "b": 7}
+                        kind, args = mcp_tool, {"a": 6, "b": -7 if plan.mcp_error else 7}
                     elif "new_answer" in tools and key not in answered:
                         answered[key] = 1
                         kind, args = "new_answer", {"content": f"The answer from {model} is 42."}

@@ -161,6 +161,34 @@ def restart_signal(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     return result
 
 
+def agent_action(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    """`CoordinationTracker.track_agent_action`: a vote MassGen ignored (the voter had a restart
+    pending) is never logged by MassGen as a vote; it is recorded here as a discarded one."""
+    result = wrapped(*args, **kwargs)
+    with handle_internal_errors("massgen ignored vote"):
+        given = {**dict(zip(("agent_id", "action_type", "details"), args, strict=False)), **kwargs}
+        if str(getattr(given.get("action_type"), "value", given.get("action_type"))) == "vote_ignored":
+            _ignored_vote(instance, str(given.get("agent_id")), str(given.get("details") or ""))
+    return result
+
+
+def _ignored_vote(tracker: Any, voter: str, details: str) -> None:
+    target = details.removeprefix("Voted for ").split(" but ignored", 1)[0].strip()
+    mapping: dict[str, str] = getattr(tracker, "get_anonymous_agent_mapping", dict)()
+    voted_for = mapping.get(target, target)
+    attrs = {
+        semconv.MASSGEN_AGENT_ID: voter,
+        semconv.GEN_AI_AGENT_ID: voter,
+        semconv.MASSGEN_VOTED_FOR: voted_for,
+        semconv.MASSGEN_VOTE_DISCARDED: True,
+        semconv.LOGFIRE_MSG: f"Agent vote: {voter} -> {voted_for} (ignored: a new answer came first)",
+    }
+    tracer()._log(f"Agent vote: {voter} -> {voted_for}", attrs)
+    proxy = state.rounds.get(voter)
+    if proxy is not None:
+        proxy.discard_vote()
+
+
 # -- enforcement retries ---------------------------------------------------------------------------
 
 

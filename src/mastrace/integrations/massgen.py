@@ -200,6 +200,11 @@ class _RoundSpan:
         self._handle.span.add_event(semconv.EVENT_MASSGEN_ENFORCEMENT, attributes)
         self._handle.set_attribute(semconv.MASSGEN_ENFORCEMENT_RETRIES, self._retries)
 
+    def discard_vote(self) -> None:
+        """MassGen ignored this round's vote: the round's outcome says so."""
+        self._handle._set_outcome_attrs(semconv.OUTCOME_VOTE_DISCARDED)
+        self._handle.set_attribute(semconv.MASSGEN_VOTE_DISCARDED, True)
+
     @property
     def outcome(self) -> str | None:
         return self._handle.outcome
@@ -692,6 +697,7 @@ def _patch_known_seams() -> None:
     if tracker is not None:
         _patch(tracker, "CoordinationTracker.initialize_session", _initialize_session)
         _patch(tracker, "CoordinationTracker.track_enforcement_event", turns.enforcement_event)
+        _patch(tracker, "CoordinationTracker.track_agent_action", turns.agent_action)
         _state.known = _patch(tracker, "CoordinationTracker.track_restart_signal", turns.restart_signal)
     orchestrator = load(".orchestrator")
     if orchestrator is not None:
