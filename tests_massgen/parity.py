@@ -27,6 +27,7 @@ FIELDS = (
     "votes discarded",
     "winner",
     "agent errors",
+    "HTTP errors",
     "HTTP retries",
     "enforcement retries",
     "MCP errors",
@@ -54,7 +55,7 @@ def ledger_figures(run: Run, models: dict[str, str]) -> list[Figures]:
                 "output tokens": sum(c["completion_tokens"] for c in served),
                 "LLM calls": len(calls),
                 "answers": sum(1 for c in served if c["kind"] == "new_answer"),
-                "HTTP retries": sum(1 for c in calls if c["status"] != 200),
+                "HTTP errors": sum(1 for c in calls if c["status"] != 200),
             }
         )
         for call in served:
@@ -68,19 +69,20 @@ def ledger_figures(run: Run, models: dict[str, str]) -> list[Figures]:
 def massgen_figures(run: Run) -> list[Figures]:
     out = []
     for folder in run.massgen_turns():
-        metrics = json.loads((folder / "metrics_summary.json").read_text())
-        status = json.loads((folder / "status.json").read_text())
-        events = json.loads((folder / "coordination_events.json").read_text())["events"]
+        metrics = _json(folder / "metrics_summary.json")  # not written for a failed turn
+        status = _json(folder / "status.json")
+        events = _json(folder / "coordination_events.json").get("events", [])
         kinds = Counter(e["event_type"] for e in events)
         agents = status.get("agents", {})
         fig = Figures()
+        totals = metrics.get("totals", {})
         fig.values.update(
             {
-                "input tokens": metrics["totals"]["input_tokens"],
-                "output tokens": metrics["totals"]["output_tokens"],
-                "cost ($)": metrics["totals"]["estimated_cost"],
+                "input tokens": totals.get("input_tokens"),
+                "output tokens": totals.get("output_tokens"),
+                "cost ($)": totals.get("estimated_cost"),
                 "LLM calls": metrics.get("api_timing", {}).get("total_calls"),
-                "rounds": metrics["rounds"]["total_rounds"],
+                "rounds": metrics.get("rounds", {}).get("total_rounds"),
                 "answers": kinds["new_answer"],
                 "votes counted": sum((status.get("results", {}).get("votes") or {}).values()),
                 "votes discarded": kinds["vote_ignored"],
@@ -89,7 +91,7 @@ def massgen_figures(run: Run) -> list[Figures]:
                 "enforcement retries": sum(
                     (a.get("reliability") or {}).get("total_enforcement_retries", 0) for a in agents.values()
                 ),
-                "MCP errors": metrics["tools"]["total_failures"],
+                "MCP errors": metrics.get("tools", {}).get("total_failures"),
                 "turn failed": status.get("finish_reason") not in ("completed", None),
             }
         )
@@ -102,6 +104,10 @@ def massgen_figures(run: Run) -> list[Figures]:
             }
         out.append(fig)
     return out
+
+
+def _json(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text()) if path.exists() else {}
 
 
 def spans(store: Path) -> list[dict[str, Any]]:
@@ -146,8 +152,17 @@ def mastrace_figures(rows: list[dict[str, Any]]) -> list[Figures]:
                 "votes counted": sum(1 for v in votes if not v["attributes"].get("massgen.vote.discarded")),
                 "votes discarded": sum(1 for v in votes if v["attributes"].get("massgen.vote.discarded")),
                 "winner": winners[0]["attributes"].get("massgen.winner") if winners else None,
-                "agent errors": len({r["attributes"].get("massgen.agent_id") for r in rounds if r["is_exception"]}),
-                "HTTP retries": sum(1 for r in llm for e in r["events"] if e["name"] == "mastrace.http.retry"),
+                "agent errors": len(
+                    {r["attributes"].get("massgen.agent_id") for r in rounds if r["is_exception"]}
+                ),
+                "HTTP errors": sum(
+                    sum(1 for e in r["events"] if e["name"] == "mastrace.http.retry")
+                    + (r["status"] == "ERROR")
+                    for r in llm
+                ),
+                "HTTP retries": sum(
+                    1 for r in llm for e in r["events"] if e["name"] == "mastrace.http.retry"
+                ),
                 "enforcement retries": sum(
                     1 for r in rounds for e in r["events"] if e["name"] == "massgen.enforcement"
                 ),
@@ -170,12 +185,19 @@ def mastrace_figures(rows: list[dict[str, Any]]) -> list[Figures]:
 def table(name: str, sources: dict[str, list[Figures]]) -> str:
     """A markdown table: one row per figure and turn, one column per source."""
     turns = max(len(v) for v in sources.values())
-    lines = [f"**{name}**", "", "| turn | figure | " + " | ".join(sources) + " |", "|---|---|" + "---|" * len(sources)]
+    lines = [
+        f"**{name}**",
+        "",
+        "| turn | figure | " + " | ".join(sources) + " |",
+        "|---|---|" + "---|" * len(sources),
+    ]
     for turn in range(turns):
         for key in FIELDS:
             cells = []
             for figures in sources.values():
                 value = figures[turn].values.get(key) if turn < len(figures) else None
-                cells.append("·" if value is None else f"{value:.6f}" if isinstance(value, float) else str(value))
+                cells.append(
+                    "·" if value is None else f"{value:.6f}" if isinstance(value, float) else str(value)
+                )
             lines.append(f"| {turn + 1} | {key} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -334,8 +334,10 @@ async def watch_turn(orchestrator: Any, stream: Any) -> Any:
     outcome: tuple[str, BaseException | None] | None = None
     try:
         async for chunk in stream:
-            if getattr(chunk, "type", None) == "error" and getattr(chunk, "content", None):
-                error_text = str(chunk.content)
+            kind, content = getattr(chunk, "type", None), getattr(chunk, "content", None)
+            # MassGen reports its own failures as error chunks, or as content marked "❌"
+            if content and (kind == "error" or (kind == "content" and str(content).startswith("❌"))):
+                error_text = str(content).removeprefix("❌").strip()
             yield chunk
     except GeneratorExit:
         outcome = ("cancelled: the turn was closed before it finished", None)
