@@ -23,6 +23,7 @@ MODULES = (
     "mastrace.integrations.mcp",
     "mastrace.integrations.openai",
     "mastrace.mixins",
+    "mastrace.pricing",
     "mastrace.registry",
     "mastrace.serve",
     "mastrace.store",

@@ -39,7 +39,7 @@ from . import semconv
 from ._errors import log_internal_error, warn_once
 from .usage import UNPRICED_CALLS, CostCalculator, TokenUsage
 
-__all__ = ["UNPRICED_CALLS", "GenAIPrices", "Priced", "default_pricing", "prepare", "price_call"]
+__all__ = ["GenAIPrices", "Priced", "default_pricing", "prepare", "price_call"]
 
 # mastrace's provider names -> genai-prices' provider ids (others are matched by model alone).
 _PROVIDERS = {

@@ -27,7 +27,6 @@ from typing import Any, Protocol, runtime_checkable
 from . import semconv
 
 __all__ = [
-    "UNPRICED_CALLS",
     "CostCalculator",
     "StaticPricing",
     "TokenUsage",
