@@ -96,3 +96,14 @@ def test_discarded_votes_are_listed_but_not_counted(writer: TraceWriter, tmp_pat
     text = render_markdown(report)
     assert "| Total Votes | 1 |" in text and "| Discarded Votes | 1 |" in text
     assert "| first seen | discarded (a new answer came after it) |" in text
+
+
+def test_the_tree_shows_an_unknown_cost_as_unknown(writer: TraceWriter, tmp_path: Path) -> None:
+    """`mastrace tree` writes `cost=— (no price for ...)` on the call, never `cost=$0`."""
+    from mastrace.analysis import render_tree
+
+    trace_id = _session(writer, unknown=True)
+    with TraceStore(tmp_path / "store") as store:
+        text = render_tree(store.spans(trace_id))
+    line = next(line for line in text.splitlines() if "llm.openai.stream" in line)
+    assert "cost=— (no price for house-model)" in line and "cost=$0" not in line

@@ -105,6 +105,10 @@ def key_attributes(span: SpanRow) -> list[str]:
             if value is not None and value != "":
                 out.append(_shown(label, value))
                 break
+    if attrs.get(semconv.MASTRACE_COST_UNKNOWN) is True:  # not a real $0: part of the cost has no price
+        models = attrs.get(semconv.MASTRACE_COST_UNKNOWN_MODELS)
+        out = [o for o in out if not o.startswith("cost=")]
+        out.append("cost=" + format_cost(None, models if isinstance(models, list) and models else ["?"]))
     if attrs.get(semconv.MASSGEN_IS_WINNER) is True:
         out.append("winner")
     return out
