@@ -107,3 +107,22 @@ def test_the_tree_shows_an_unknown_cost_as_unknown(writer: TraceWriter, tmp_path
         text = render_tree(store.spans(trace_id))
     line = next(line for line in text.splitlines() if "llm.openai.stream" in line)
     assert "cost=— (no price for house-model)" in line and "cost=$0" not in line
+
+
+def test_diff_and_runs_carry_the_cost_as_printed(writer: TraceWriter, tmp_path: Path) -> None:
+    """The UI's JSON has the costs formatted by mastrace: unknown stays unknown in a diff."""
+    from mastrace.analysis import diff_reports
+
+    unknown = _session(writer, unknown=True)
+    writer.offset_ms = 60_000
+    writer.spans.clear()
+    known = _session(writer, unknown=False)
+    with TraceStore(tmp_path / "store") as store:
+        data = diff_reports(build_report(store, known), build_report(store, unknown)).to_dict()
+        runs = {r.trace_id: r.cost_text for r in store.runs()}
+    assert data["total"]["cost_text_a"] == "$0.00018"
+    assert (
+        data["total"]["cost_text_b"] == "— (no price for house-model)"
+        and data["total"]["cost_text_delta"] == "—"
+    )
+    assert runs == {known: "$0.00018", unknown: "— (no price for house-model)"}

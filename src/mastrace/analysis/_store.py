@@ -23,7 +23,7 @@ from ..exceptions import StoreError
 from ..store._schema import STORED_FIELDS, read_json_sql, view_sql
 from ..store._sql_compat import portable_sql
 from ..store.reader import StorePaths, connect, roots_complete, segment_files, skipped_rows, store_paths
-from ._kinds import AGENT_SPAN_SQL
+from ._kinds import AGENT_SPAN_SQL, format_cost
 
 __all__ = ["RunRef", "RunSummary", "SpanRow", "TraceStore", "span_from_line"]
 
@@ -155,6 +155,8 @@ class RunSummary:
     cost: float | None
     cost_unknown_models: list[str] = field(default_factory=list)
     """Models of calls without a known price: the run's cost is unknown when this is not empty."""
+    cost_text: str = ""
+    """The cost as printed: significant digits, or unknown with the models named; empty without usage."""
 
 
 @dataclass
@@ -438,6 +440,8 @@ class TraceStore:
         found = []
         for row in self.rows(sql):
             row["cost_unknown_models"] = unknown_models(row.pop("unknown_models", None))
+            if row["cost"] is not None or row["cost_unknown_models"]:
+                row["cost_text"] = format_cost(row["cost"], row["cost_unknown_models"])
             found.append(RunSummary(**row))
         if not found:
             self.ensure_not_empty()

@@ -186,7 +186,7 @@ def render_runs(runs: Sequence[RunSummary]) -> str:
             ""
             if r.input_tokens is None and r.output_tokens is None
             else f"{(r.input_tokens or 0) + (r.output_tokens or 0):,.0f}",
-            format_cost(r.cost, r.cost_unknown_models) if r.cost is not None or r.cost_unknown_models else "",
+            r.cost_text,
         )
         for r in runs
     ]
