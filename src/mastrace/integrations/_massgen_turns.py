@@ -351,8 +351,7 @@ async def watch_turn(orchestrator: Any, stream: Any) -> Any:
             handle = open_session(getattr(orchestrator, "coordination_tracker", None))
             if handle is not None and handle.open:
                 if _final_answer_given(orchestrator):
-                    if handle.presenting is None:  # done; MassGen just did not close it
-                        handle.close(None)
+                    handle.close(None)  # the turn is over: its presentation too, or abandoned
                 elif outcome is not None:
                     handle.fail(outcome[0], outcome[1])
                 else:

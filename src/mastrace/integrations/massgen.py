@@ -15,6 +15,9 @@ proxy (no Logfire account, and no `logfire` package, needed) and fixes what the 
   `openai` or `anthropic` SDK is underneath; MassGen's own span ended before the stream was read.
 - Answer, vote, winner and final-answer records carry `massgen.agent_id` and the other keys under
   their `massgen.*` names; Logfire-style message templates are formatted into `logfire.msg`.
+- A turn's story as MassGen counts it (`_massgen_turns`): failed turns keep their session, the
+  presentation ends inside it, dropped votes are marked, enforcement retries are round events, MCP
+  error results are errors, agent failures are exceptions, and LLM calls cost MassGen's own prices.
 
 A MassGen version this module was not written for gets one warning and MassGen's spans as they
 are (through the same proxy), never an error.
