@@ -103,14 +103,12 @@ def test_environment_keeps_run_shaping_variables_and_never_secret_named_ones(
     assert "sk-should-not-appear" not in env.values()
 
 
-def test_configure_starts_gathering_in_the_background(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    """`configure()` starts the gathering on a daemon thread; the section is ready later, unasked."""
+def test_the_first_registry_starts_gathering_in_the_background(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Creating a `Registry` starts the gathering on a daemon thread; the section is ready later, unasked."""
     monkeypatch.setattr(info_module, "_prefetched_pid", 0)
     benchmark_info(refresh=True)
     info_module._ready_pid[0] = 0
-    mastrace.configure(local=str(tmp_path / "store"))
+    mastrace.Registry()
     _wait_for(benchmark_info_ready, "the background gathering")
 
 

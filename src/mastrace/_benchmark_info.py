@@ -3,8 +3,9 @@
 MASEval's fields: git (commit, branch, dirty, untracked files, origin, last commit's message, author
 and date), python, system (platform, OS version, processor, CPU count), installed packages (from
 `importlib.metadata`, never `pip freeze`) and the environment variables that shape an AI run.
-`mastrace.configure()` starts gathering them on a daemon thread; nothing the traced program does
-waits for them unless it asks for the section itself (`Registry.collect_all_configs()`).
+The first `Registry` that includes the section (and `instrument_massgen()`) starts gathering them on a
+daemon thread; a coordination session does not wait for them, only code that asks for the section
+itself (`Registry.collect_all_configs()`) does.
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ def benchmark_info(*, refresh: bool = False) -> dict[str, Any]:
     """Process-level facts for the `benchmark` section: git, python, system, packages, environment.
 
     Gathered once per process (git through `git` subprocesses with a short timeout; packages from
-    `importlib.metadata`), on a background thread started by `mastrace.configure()`; a call made
-    while it runs waits for it. Returns a new dict each call; the nested values are shared.
+    `importlib.metadata`), on a background thread (`prefetch_benchmark_info()`); a call made while it
+    runs waits for it. Returns a new dict each call; the nested values are shared.
 
     Args:
         refresh: Gather again instead of using the cached result.
@@ -79,8 +80,9 @@ def prefetch_benchmark_info() -> None:
     """Start gathering the benchmark section on a daemon thread, once per process.
 
     Git runs subprocesses and the package list reads every installed distribution: 0.1-0.2 s on
-    an idle machine, seconds on a loaded one, that would otherwise block the traced program.
-    `mastrace.configure()` calls this, and so does a `Registry` that includes the section.
+    an idle machine, seconds on a loaded one, that would otherwise block the traced program. A
+    `Registry` that includes the section calls this when it is created, and so does
+    `instrument_massgen()`.
     """
     global _prefetched_pid
     pid = os.getpid()

@@ -256,11 +256,6 @@ def configure(
         if _RT.settings == settings and STATE.provider is not None:
             return
         _initialize(settings)
-    # The configuration snapshot's package list and git facts are gathered now, on a daemon
-    # thread, so that no session ever waits for them (or has them inside its span).
-    from ._benchmark_info import prefetch_benchmark_info
-
-    prefetch_benchmark_info()
 
 
 def _initialize(settings: Settings) -> None:

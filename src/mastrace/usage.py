@@ -39,7 +39,7 @@ __all__ = [
 
 UNPRICED_CALLS = "unpriced_calls"
 """The `Usage.units` key counting calls that had no known price: it adds up like any unit, so a
-round or session that includes one knows its cost is incomplete (`mastrace.cost.unknown`)."""
+round or session that includes one knows its cost is incomplete (`semconv.MASTRACE_COST_UNKNOWN`)."""
 
 _TOKEN_FIELDS = (
     "input_tokens",

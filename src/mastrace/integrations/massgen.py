@@ -45,6 +45,7 @@ from typing import Any
 import wrapt
 
 from .. import semconv
+from .._benchmark_info import prefetch_benchmark_info
 from .._errors import handle_internal_errors, warn_once
 from .._tracer import NoOpSpan, Span, get_tracer
 from ..mixins.agent import AgentRound
@@ -663,6 +664,9 @@ def instrument_massgen() -> bool:
             warn_once("massgen-seam", f"mastrace: massgen {version} has no tracer proxy; nothing traced")
             return False
         _state.on = True
+        # The configuration snapshot's package list and git facts: gathered now, on a thread, while
+        # MassGen is still starting, so that no turn waits for them.
+        prefetch_benchmark_info()
         _patch(structured_logging, "TracerProxy._get_logfire", _get_logfire)
         _patch(structured_logging, "configure_observability", _configure_observability)
         _state.undo.append((structured_logging, "_logfire_enabled", structured_logging._logfire_enabled))
