@@ -3,7 +3,9 @@ server) as users start it: `massgen ...` against `mastrace run -- massgen ...` (
 
 Two figures per run, each a fresh process: the time from process start to the first LLM request
 the server receives (everything mastrace does before MassGen's first call: import, configure,
-instrumentation, the configuration snapshot), and the whole run's wall time. The variants alternate
+instrumentation, the configuration snapshot), and the whole run. Each is measured as wall time and as
+the process's CPU time (user + system, from /proc at the first request, from the kernel at exit): on a
+shared, loaded machine the wall times scatter, the CPU times much less. The variants alternate
 `--rounds` times (the first pair is a warm-up) and the medians are compared.
 
 Needs MassGen: `.venv-massgen/bin/python benchmarks/bench_massgen.py [--rounds N]`
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -29,16 +32,27 @@ BIN = Path(sys.executable).parent
 QUESTION = "What is six times seven?"
 
 
-def one_run(tmp: Path, variant: str) -> tuple[float, float]:
-    """(seconds to the first LLM request, seconds for the whole run) of one fresh process."""
+TICK = os.sysconf("SC_CLK_TCK")
+Figures = tuple[float, float, float, float]  # wall to first request, wall total, CPU to first, CPU total
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a running process (all its threads), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def one_run(tmp: Path, variant: str) -> Figures:
+    """Wall and CPU seconds to the first LLM request and for the whole run of one fresh process."""
     ledger = Ledger()
     server = make_server(ledger, Plan(questions=(QUESTION,)))
     first: list[float] = []
     handle = server.RequestHandlerClass.do_POST  # type: ignore[attr-defined]
+    child: list[subprocess.Popen[str]] = []
 
     def timed(self: object) -> None:
         if not first:
-            first.append(time.time())
+            first.extend((time.time(), _cpu_seconds(child[0].pid)))
         handle(self)
 
     server.RequestHandlerClass.do_POST = timed  # type: ignore[attr-defined]
@@ -52,12 +66,17 @@ def one_run(tmp: Path, variant: str) -> tuple[float, float]:
             if variant == "without"
             else [str(BIN / "mastrace"), "run", "--store", str(store), "--", *massgen]
         )
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.time()
-        done = subprocess.run(command, cwd=tmp, capture_output=True, text=True, timeout=900)
+        proc = subprocess.Popen(command, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        child.append(proc)
+        _, err = proc.communicate(timeout=900)
         total = time.time() - started
-        if done.returncode != 0 or not first:
-            raise SystemExit(f"{variant} run failed ({done.returncode}): {done.stderr[-2000:]}")
-        return first[0] - started, total
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if proc.returncode != 0 or not first:
+            raise SystemExit(f"{variant} run failed ({proc.returncode}): {err[-2000:]}")
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        return first[0] - started, total, first[1], cpu
     finally:
         server.shutdown()
         server.server_close()
@@ -72,17 +91,23 @@ def main() -> None:
         {"HOME": str(tmp), "OPENAI_API_KEY": "sk-bench-not-real", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     )
     os.environ.pop("MASTRACE_DIR", None)
-    results: dict[str, list[tuple[float, float]]] = {"without": [], "with": []}
+    results: dict[str, list[Figures]] = {"without": [], "with": []}
     for i in range(args.rounds + 1):
         for variant in ("without", "with") if i % 2 else ("with", "without"):
             measured = one_run(tmp, variant)
             if i:  # the first pair warms the disk cache
                 results[variant].append(measured)
-    for index, label in ((0, "start -> first LLM request"), (1, "whole run")):
+    labels = (
+        "wall, start -> first LLM request",
+        "wall, whole run",
+        "CPU, start -> first LLM request",
+        "CPU, whole run",
+    )
+    for index, label in enumerate(labels):
         without = statistics.median(r[index] for r in results["without"])
         with_ = statistics.median(r[index] for r in results["with"])
         for variant, runs in results.items():
-            print(f"  {label:27} {variant:8} " + " ".join(f"{r[index]:.2f}" for r in runs))
+            print(f"  {label:32} {variant:8} " + " ".join(f"{r[index]:.2f}" for r in runs))
         print(
             f"{label}: median of {args.rounds}: massgen {without:.2f} s, mastrace run {with_:.2f} s, "
             f"ratio {with_ / without:.3f}x (goal <= 1.05x)"
