@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from ._diff import RunDiff, diff_reports, render_diff
 from ._html import render_html, render_trace_html
+from ._kinds import format_cost
 from ._markdown import render_markdown
 from ._model import Report
 from ._prefix import render_trace
@@ -32,6 +33,7 @@ __all__ = [
     "TraceStore",
     "build_report",
     "diff_reports",
+    "format_cost",
     "render_diff",
     "render_html",
     "render_markdown",
