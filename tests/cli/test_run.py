@@ -73,3 +73,14 @@ def test_what_cannot_run_in_process_is_a_clear_error(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=60, env=clean_env(), cwd=tmp_path,
     )  # fmt: skip
     assert unknown.returncode == 2 and "unknown integration" in unknown.stderr
+
+
+def test_the_program_starts_without_the_reader_side_loaded(tmp_path: Path) -> None:
+    """`mastrace run` loads neither DuckDB nor the analysis before the program runs (start-up cost)."""
+    (tmp_path / "probe.py").write_text(
+        "import sys\n"
+        "print(','.join(m for m in ('duckdb', 'mastrace.analysis') if m in sys.modules) or 'none')\n"
+    )
+    done = _run(tmp_path, "--", "probe.py")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "none"

@@ -18,7 +18,10 @@ from typing import Any, TextIO
 from .._texttable import text_table
 from ..exceptions import MastraceError
 
-__all__ = ["format_rows", "json_default", "progress", "write_output"]
+DEFAULT_REPORT = "ANALYSIS_REPORT.md"
+DEFAULT_VIEW = "trace.html"
+
+__all__ = ["DEFAULT_REPORT", "DEFAULT_VIEW", "format_rows", "json_default", "progress", "write_output"]
 
 _SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 

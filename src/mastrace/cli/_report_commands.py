@@ -10,12 +10,9 @@ from typing import TextIO
 from ..analysis import build_report, diff_reports, render_diff, render_markdown, render_trace_html
 from ._commands import open_store
 from ._export import to_jaeger_json, to_otlp_json
-from ._output import json_default, progress, write_output
+from ._output import DEFAULT_REPORT, DEFAULT_VIEW, json_default, progress, write_output
 
 __all__ = ["cmd_analyze", "cmd_diff", "cmd_export", "cmd_view"]
-
-DEFAULT_REPORT = "ANALYSIS_REPORT.md"
-DEFAULT_VIEW = "trace.html"
 
 
 def _wrote(path: Path | None, what: str, trace_id: str, out: TextIO) -> None:
