@@ -158,3 +158,15 @@ def query(store: Path, sql: str) -> list[dict[str, object]]:
     )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
+
+
+def analyze(store: Path, out: Path) -> str:
+    """`mastrace analyze latest` written to `out` (the public report), returned as text."""
+    done = subprocess.run(
+        [str(MASTRACE), "analyze", "--store", str(store), "latest", "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return out.read_text()

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 
-from .conftest import MASTRACE, MODELS, Run, query
+from .conftest import MODELS, Run, analyze, query
 
 ROUND = re.compile(r"agent\.(?P<agent>[^.]+)\.(?:round_\d+|presentation)$")
 
@@ -120,15 +119,7 @@ def test_mcp_and_tool_spans_are_under_the_round_that_called_them(massgen_run: Ru
 
 
 def test_analyze_reports_the_tokens_the_calls_used(massgen_run: Run, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    report = tmp_path / "report.md"
-    done = subprocess.run(
-        [str(MASTRACE), "analyze", "--store", str(massgen_run.store), "latest", "-o", str(report)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    text = report.read_text()
+    text = analyze(massgen_run.store, tmp_path / "report.md")
     ledger = massgen_run.ledger
     assert f"| Input / Output Tokens | {ledger.input_tokens:,} / {ledger.output_tokens:,} |" in text
     assert "| Winner | agent_" in text

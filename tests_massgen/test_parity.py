@@ -8,12 +8,11 @@ MassGen"). Run with `-s` to see the side-by-side tables."""
 from __future__ import annotations
 
 import re
-import subprocess
 
 import pytest
 
 from . import parity
-from .conftest import FAILING_MODELS, MASTRACE, MODELS, TWO_QUESTIONS, Run
+from .conftest import FAILING_MODELS, MODELS, TWO_QUESTIONS, Run, analyze
 
 CENT = 0.005
 # MassGen rounds each agent's cost to 6 decimals in its files.
@@ -110,15 +109,7 @@ def test_a_turn_where_every_agent_fails_is_a_failed_session(failed_turn_run: Run
         "WHERE is_exception = true AND span_name LIKE 'agent.%' ORDER BY agent",
     )
     assert [f["agent"] for f in failures] == ["agent_a", "agent_b", "agent_c"]
-    out = failed_turn_run.folder / "report.md"
-    done = subprocess.run(
-        [str(MASTRACE), "analyze", "--store", str(failed_turn_run.store), "latest", "-o", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    report = out.read_text()
+    report = analyze(failed_turn_run.store, failed_turn_run.folder / "report.md")
     assert root["trace_id"] in report and "took 0.000 s" not in report
 
 
