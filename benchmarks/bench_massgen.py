@@ -1,48 +1,85 @@
-"""A real MassGen 0.1.97 run (2 agents, loopback OpenAI-compatible server) with and without
-`instrument_massgen()` (goal <= 1.05x wall). Needs MassGen: run it with the MassGen environment,
-`.venv-massgen/bin/python benchmarks/bench_massgen.py` (built by `make test`).
+"""A real MassGen 0.1.97 run (3 agents, one with a stdio MCP server, loopback OpenAI-compatible
+server) as users start it: `massgen ...` against `mastrace run -- massgen ...` (goal <= 1.05x).
 
-MassGen is imported once; the variants alternate `--rounds` times. "without" is MassGen as shipped
-(its tracing off); "with" records every span into a local store, flushed after each run. The
-median run is compared.
+Two figures per run, each a fresh process: the time from process start to the first LLM request
+the server receives (everything mastrace does before MassGen's first call: import, configure,
+instrumentation, the configuration snapshot), and the whole run. Each is measured as wall time and as
+the process's CPU time (user + system, from /proc at the first request, from the kernel at exit): on a
+shared, loaded machine the wall times scatter, the CPU times much less. The variants alternate
+`--rounds` times (the first pair is a warm-up) and the medians are compared.
 
-Run: `.venv-massgen/bin/python benchmarks/bench_massgen.py [--rounds N]`
+Needs MassGen: `.venv-massgen/bin/python benchmarks/bench_massgen.py [--rounds N]`
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import os
+import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
-import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests_massgen.conftest import write_config
-from tests_massgen.fake_llm import Ledger, make_server
+from tests_massgen.conftest import MODELS, write_config
+from tests_massgen.fake_llm import Ledger, Plan, make_server
 
-import mastrace
-from mastrace.integrations.massgen import instrument_massgen, uninstrument_massgen
-from mastrace.integrations.openai import uninstrument_openai
+BIN = Path(sys.executable).parent
+QUESTION = "What is six times seven?"
 
 
-def one_run(config: Path, cli_main: object) -> float:
-    sys.argv = ["massgen", "--automation", "--config", str(config), "What is six times seven?"]
-    start = time.perf_counter()
-    quiet = io.StringIO()
-    with (
-        contextlib.redirect_stdout(quiet),
-        contextlib.redirect_stderr(quiet),
-        contextlib.suppress(SystemExit),
-    ):
-        cli_main()  # type: ignore[operator]
-    return time.perf_counter() - start
+TICK = os.sysconf("SC_CLK_TCK")
+Figures = tuple[float, float, float, float]  # wall to first request, wall total, CPU to first, CPU total
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a running process (all its threads), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def one_run(tmp: Path, variant: str) -> Figures:
+    """Wall and CPU seconds to the first LLM request and for the whole run of one fresh process."""
+    ledger = Ledger()
+    server = make_server(ledger, Plan(questions=(QUESTION,)))
+    first: list[float] = []
+    handle = server.RequestHandlerClass.do_POST  # type: ignore[attr-defined]
+    child: list[subprocess.Popen[str]] = []
+
+    def timed(self: object) -> None:
+        if not first:
+            first.extend((time.time(), _cpu_seconds(child[0].pid)))
+        handle(self)
+
+    server.RequestHandlerClass.do_POST = timed  # type: ignore[attr-defined]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        config = write_config(tmp, f"http://127.0.0.1:{server.server_address[1]}/v1", MODELS)
+        massgen = ["massgen", "--automation", "--config", str(config), QUESTION]
+        store = tmp / f"store-{time.monotonic_ns()}"
+        command = (
+            [str(BIN / "massgen"), *massgen[1:]]
+            if variant == "without"
+            else [str(BIN / "mastrace"), "run", "--store", str(store), "--", *massgen]
+        )
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        started = time.time()
+        proc = subprocess.Popen(command, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        child.append(proc)
+        _, err = proc.communicate(timeout=900)
+        total = time.time() - started
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if proc.returncode != 0 or not first:
+            raise SystemExit(f"{variant} run failed ({proc.returncode}): {err[-2000:]}")
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        return first[0] - started, total, first[1], cpu
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def main() -> None:
@@ -53,36 +90,28 @@ def main() -> None:
     os.environ.update(
         {"HOME": str(tmp), "OPENAI_API_KEY": "sk-bench-not-real", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     )
-    os.chdir(tmp)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from massgen.cli import cli_main
-    mastrace.configure(local=str(tmp / "store"), service_name="bench-massgen")
-    times: dict[str, list[float]] = {"without": [], "with": []}
-    spans = 0
+    os.environ.pop("MASTRACE_DIR", None)
+    results: dict[str, list[Figures]] = {"without": [], "with": []}
     for i in range(args.rounds + 1):
         for variant in ("without", "with") if i % 2 else ("with", "without"):
-            ledger = Ledger()
-            server = make_server(ledger)
-            threading.Thread(target=server.serve_forever, daemon=True).start()
-            config = write_config(tmp, f"http://127.0.0.1:{server.server_address[1]}/v1")
-            if variant == "with":
-                instrument_massgen()
-            seconds = one_run(config, cli_main)
-            if variant == "with":
-                result = mastrace.force_flush()
-                spans += result.exported
-                uninstrument_massgen()
-                uninstrument_openai()
-            server.shutdown()
-            server.server_close()
-            if i:  # the first pair warms caches
-                times[variant].append(seconds)
-    without, with_ = statistics.median(times["without"]), statistics.median(times["with"])
-    for variant, values in times.items():
-        print(f"  {variant:8} " + " ".join(f"{v:.3f}" for v in values))
-    print(f"MassGen run, median of {args.rounds}: without {without:.3f} s, instrumented {with_:.3f} s")
-    print(f"  ratio with/without: {with_ / without:.3f}x (goal <= 1.05x); {spans} spans stored")
+            measured = one_run(tmp, variant)
+            if i:  # the first pair warms the disk cache
+                results[variant].append(measured)
+    labels = (
+        "wall, start -> first LLM request",
+        "wall, whole run",
+        "CPU, start -> first LLM request",
+        "CPU, whole run",
+    )
+    for index, label in enumerate(labels):
+        without = statistics.median(r[index] for r in results["without"])
+        with_ = statistics.median(r[index] for r in results["with"])
+        for variant, runs in results.items():
+            print(f"  {label:32} {variant:8} " + " ".join(f"{r[index]:.2f}" for r in runs))
+        print(
+            f"{label}: median of {args.rounds}: massgen {without:.2f} s, mastrace run {with_:.2f} s, "
+            f"ratio {with_ / without:.3f}x (goal <= 1.05x)"
+        )
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from mastrace import (
     TraceableMixin,
     UsageTrackableMixin,
 )
+from mastrace.analysis import format_cost
 from mastrace.store import query
 
 TASKS = [
@@ -173,7 +174,7 @@ def main() -> None:
     print(f"config hashes: {len({r['session']['config_hash'] for r in results})} distinct (one per task)")
     print(
         f"usage:         {total.input_tokens} input + {total.output_tokens} output tokens, "  # type: ignore[attr-defined]
-        f"${total.cost:.6f}; per repetition: {rep_tokens}"
+        f"{format_cost(total.cost)}; per repetition: {rep_tokens}"
     )
     print(f"git:           {git.get('commit_hash_short', git.get('error'))}")
     print(f"store:         {args.store}: {flushed.exported} spans exported, {stored} sessions readable")

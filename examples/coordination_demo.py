@@ -334,7 +334,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"final answer: {final}")
     usage = orchestrator.usage
     tokens = getattr(usage, "input_tokens", 0), getattr(usage, "output_tokens", 0)
-    print(f"usage: {tokens[0]:,} input / {tokens[1]:,} output tokens, ${usage.cost:.4f}")
+    from mastrace.analysis import format_cost  # the reader side, loaded only now
+
+    cost = format_cost(usage.cost, ["(some models)"] if usage.units.get("unpriced_calls") else ())
+    print(f"usage: {tokens[0]:,} input / {tokens[1]:,} output tokens, {cost}")
     print(f"run took {time.perf_counter() - started:.2f} s; spans in {store.resolve()}")
     if not flushed:
         print(f"warning: not every span reached the store: {flushed}", file=sys.stderr)

@@ -294,3 +294,22 @@ def test_parallel_repetitions_put_their_own_config_and_usage_on_their_session(
         config = json.loads(attrs[semconv.MASTRACE_CONFIG])  # type: ignore[index, arg-type]
         assert list(config["agents"]) == [f"solver-{task}-{rep}"]
         assert attrs[semconv.MASSGEN_USAGE_INPUT] == tokens  # type: ignore[index]
+
+
+def test_a_session_ended_in_another_context_is_not_current_where_it_began(mastrace_spans: CapturedSpans) -> None:
+    """MassGen opens its session in one task and ends it in another: later rounds are outside it."""
+    from mastrace.mixins import current_session
+
+    session = Orchestrator(Registry()).coordination_session("t", ["agent_a"], conversation_id="c-1")
+    session.__enter__()
+
+    async def end_elsewhere() -> None:
+        session.__exit__(None, None, None)
+
+    asyncio.run(end_elsewhere())  # a task runs in a copy of this context: it cannot reset it here
+    assert current_session() is None
+    with Agent("agent_a").agent_round(0):
+        pass
+    attributes = mastrace_spans.attributes("agent.agent_a.round_0")
+    assert "gen_ai.conversation.id" not in attributes
+    assert mastrace_spans.one("agent.agent_a.round_0").parent is None

@@ -24,6 +24,7 @@ MODULES = (
     "mastrace.integrations.openai",
     "mastrace.mcp_server",
     "mastrace.mixins",
+    "mastrace.pricing",
     "mastrace.registry",
     "mastrace.serve",
     "mastrace.store",

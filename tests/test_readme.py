@@ -388,7 +388,7 @@ def test_mcp_client_lines_start_a_server_that_answers(block: Block, demo_store: 
         args = [str(demo_store) if command[i - 1] == "--store" else w for i, w in enumerate(command)][1:]
         params = StdioServerParameters(command=str(BIN / "mastrace"), args=args, env=dict(os.environ))
 
-        async def session() -> tuple[set[str], str]:
+        async def session(params: StdioServerParameters = params) -> tuple[set[str], str]:
             async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
                 await client.initialize()
                 tools = {tool.name for tool in (await client.list_tools()).tools}

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import importlib.metadata
 import itertools
 import json
-import subprocess
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,8 +23,6 @@ from mastrace import (
     UsageTrackableMixin,
 )
 from mastrace import _snapshots_on_spans as snapshots
-from mastrace import registry as registry_module
-from mastrace.registry import benchmark_info, git_info
 
 SECTIONS = {
     "metadata",
@@ -359,58 +354,6 @@ def test_snapshot_sees_nested_changes_to_a_returned_dict(registry: Registry) -> 
     before = registry.config_snapshot().hash
     params["retries"] = 2
     assert registry.config_snapshot().hash != before
-
-
-# --- the benchmark section -----------------------------------------------------------------------
-def test_benchmark_info_is_gathered_once_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
-    """After one gathering, later calls run no git subprocess."""
-    benchmark_info(refresh=True)
-    runs: list[Any] = []
-    real_run = subprocess.run
-    monkeypatch.setattr(
-        registry_module.subprocess, "run", lambda *a, **k: runs.append(a) or real_run(*a, **k)
-    )
-    first = benchmark_info()
-    second = benchmark_info()
-    assert runs == [] and first == second
-
-
-def test_benchmark_info_lists_python_system_and_packages() -> None:
-    """Python, system and package versions come from the running interpreter and importlib.metadata."""
-    info = benchmark_info()
-    assert info["python"]["implementation"] and info["python"]["version"].count(".") == 2
-    assert {"platform", "machine", "cpu_count", "hostname"} <= set(info["system"])
-    assert info["packages"]["opentelemetry-sdk"] == importlib.metadata.version("opentelemetry-sdk")
-
-
-def _git(repo: Path, *args: str) -> None:
-    subprocess.run(
-        ["git", "-c", "user.email=dev@example.com", "-c", "user.name=dev", *args],
-        cwd=repo,
-        check=True,
-        capture_output=True,
-    )
-
-
-def test_git_info_reads_commit_branch_and_dirty_state(tmp_path: Path) -> None:
-    """A checkout reports its commit, branch, and whether tracked files changed."""
-    _git(tmp_path, "init", "-q", "-b", "trunk")
-    (tmp_path / "a.txt").write_text("one")
-    _git(tmp_path, "add", "a.txt")
-    _git(tmp_path, "commit", "-q", "-m", "first")
-    (tmp_path / "untracked.txt").write_text("new")
-    clean = git_info(str(tmp_path))
-    (tmp_path / "a.txt").write_text("two")
-    dirty = git_info(str(tmp_path))
-    assert len(clean["commit_hash"]) == 40 and clean["commit_hash_short"] == clean["commit_hash"][:7]
-    assert clean["branch"] == "trunk" and clean["is_dirty"] is False
-    assert dirty["is_dirty"] is True
-
-
-def test_git_info_outside_a_checkout_is_an_error_entry(tmp_path: Path) -> None:
-    """Outside a git checkout the section says why instead of raising."""
-    info = git_info(str(tmp_path))
-    assert set(info) == {"error", "error_type"} and info["error"].startswith("Failed to get git info")
 
 
 def test_nested_scopes_of_one_registry_count_usage_once() -> None:

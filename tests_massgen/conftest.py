@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .fake_llm import Ledger, make_server
+from .fake_llm import Ledger, Plan, make_server
 
 # MassGen imports LiteLLM, which fetches its price table from the internet unless told not to.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -32,6 +32,12 @@ class Run:
     stderr: str
     returncode: int
     config: Path
+    folder: Path
+
+    def massgen_turns(self) -> list[Path]:
+        """MassGen's own log folders, one per turn (`.../turn_<n>/attempt_1`), in order."""
+        found = sorted(self.folder.glob(".massgen/massgen_logs/log_*/turn_*/attempt_*"))
+        return sorted(found, key=lambda p: int(p.parent.name.split("_")[1]))
 
 
 # agent_a has a stdio MCP server; the fake LLM calls its tool once before answering.
@@ -41,29 +47,44 @@ MCP_SERVER = f"""      mcp_servers:
           command: "{sys.executable}"
           args: ["{HERE / "mcp_server.py"}"]
 """
+# Model names MassGen (through LiteLLM) and mastrace price; the fake server tells agents apart by them.
+MODELS = {"a": "gpt-4o-mini", "b": "gpt-4o", "c": "gpt-4o-mini-2024-07-18"}
 
 
-def write_config(folder: Path, url: str, extra: str = "") -> Path:
+def write_config(folder: Path, url: str, models: dict[str, str], extra: str = "") -> Path:
     config = folder / "cfg.yaml"
     config.write_text(
         "agents:\n"
         + "".join(
             f'  - id: "agent_{x}"\n    backend:\n      type: "chatcompletion"\n'
-            f'      model: "fake-{x}"\n      base_url: "{url}"\n' + (MCP_SERVER if x == "a" else "")
-            for x in ("a", "b")
+            f'      model: "{model}"\n      base_url: "{url}"\n' + (MCP_SERVER if x == "a" else "")
+            for x, model in models.items()
         )
         + extra
     )
     return config
 
 
-def run_massgen(tmp: Path, *, extra_config: str = "", instrument: str | None = None) -> Run:
+def run_massgen(
+    tmp: Path,
+    *,
+    plan: Plan | None = None,
+    models: dict[str, str] | None = None,
+    questions: tuple[str, ...] = ("What is six times seven?",),
+    interactive: bool = False,
+    extra_config: str = "",
+    instrument: str | None = None,
+) -> Run:
+    """Run `mastrace run -- massgen ...` against a fresh loopback server; several questions are
+    asked on standard input in one interactive session."""
     ledger = Ledger()
-    server = make_server(ledger)
+    plan = plan or Plan()
+    plan.questions = questions
+    server = make_server(ledger, plan)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}/v1"
     try:
-        config = write_config(tmp, url, extra_config)
+        config = write_config(tmp, url, models or MODELS, extra_config)
         home = tmp / "home"
         home.mkdir(exist_ok=True)
         env = {
@@ -77,17 +98,52 @@ def run_massgen(tmp: Path, *, extra_config: str = "", instrument: str | None = N
         command = [str(MASTRACE), "run", "--store", str(store)]
         if instrument is not None:
             command += ["--instrument", instrument]
-        command += ["--", "massgen", "--automation", "--config", str(config), "What is six times seven?"]
-        done = subprocess.run(command, cwd=tmp, env=env, capture_output=True, text=True, timeout=600)
+        command += ["--", "massgen", "--automation", "--config", str(config)]
+        stdin = None
+        if interactive:
+            stdin = "".join(f"{q}\n" for q in questions) + "/quit\n"
+        else:
+            command.append(questions[0])
+        done = subprocess.run(
+            command, cwd=tmp, env=env, input=stdin, capture_output=True, text=True, timeout=600
+        )
     finally:
         server.shutdown()
         server.server_close()
-    return Run(store, ledger, done.stdout, done.stderr, done.returncode, config)
+    return Run(store, ledger, done.stdout, done.stderr, done.returncode, config, tmp)
 
 
 @pytest.fixture(scope="session")
 def massgen_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
-    yield run_massgen(tmp_path_factory.mktemp("massgen"))
+    """3 agents, agent_a with an MCP server; agent_b answers late, so votes cast before are dropped."""
+    yield run_massgen(tmp_path_factory.mktemp("massgen"), plan=Plan(late={MODELS["b"]: 1.5}))
+
+
+# The failing path: an HTTP 500 the SDK retries, an agent voting for an agent id that does not exist,
+# an MCP tool call the server rejects, and a model no price table knows.
+FAILING_MODELS = {"a": "gpt-4o-mini", "b": "gpt-4o", "c": "house-model-c"}
+FAILING_PLAN = dict(http_500={"gpt-4o": {2}}, bad_voter="house-model-c", mcp_error=True)
+
+
+@pytest.fixture(scope="session")
+def failing_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    yield run_massgen(tmp_path_factory.mktemp("failing"), plan=Plan(**FAILING_PLAN), models=FAILING_MODELS)
+
+
+@pytest.fixture(scope="session")
+def failed_turn_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    """Every request fails with HTTP 500: every agent fails and MassGen gives no answer."""
+    plan = Plan(http_500={m: set(range(1, 100)) for m in MODELS.values()})
+    yield run_massgen(tmp_path_factory.mktemp("failed-turn"), plan=plan)
+
+
+TWO_QUESTIONS = ("What is six times seven?", "And what is six times eight?")
+
+
+@pytest.fixture(scope="session")
+def two_turns_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    """An interactive session: two questions typed on standard input."""
+    yield run_massgen(tmp_path_factory.mktemp("two-turns"), questions=TWO_QUESTIONS, interactive=True)
 
 
 def query(store: Path, sql: str) -> list[dict[str, object]]:
@@ -102,3 +158,15 @@ def query(store: Path, sql: str) -> list[dict[str, object]]:
     )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
+
+
+def analyze(store: Path, out: Path) -> str:
+    """`mastrace analyze latest` written to `out` (the public report), returned as text."""
+    done = subprocess.run(
+        [str(MASTRACE), "analyze", "--store", str(store), "latest", "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return out.read_text()

@@ -1,9 +1,14 @@
 """A loopback OpenAI-compatible streaming server that plays MassGen's coordination protocol.
 
 Each agent's model name identifies it. An agent's first request is answered with a `new_answer`
-tool call; later requests that offer `vote` get a `vote` for the first answer; a request offering
-neither (the final presentation) gets plain text. Every response streams a few text chunks and puts
-its usage in the last chunk. The server records what it handed out, so tests can compare exactly.
+tool call; later requests that offer `vote` get a `vote` for the first answer in the context; a
+request offering neither (the final presentation) gets plain text. Every response streams a few text
+chunks and puts its usage in the last chunk. The server records what it handed out (the ledger), so
+tests compare exactly.
+
+A `Plan` scripts the failure paths: HTTP 500 for given requests of a model (the SDK retries them),
+a model that votes for an agent id that does not exist, a model whose first answer comes late (so
+that the votes already cast are discarded), a model that answers twice.
 """
 
 from __future__ import annotations
@@ -11,9 +16,29 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+
+@dataclass
+class Plan:
+    """What the server does besides the happy path.
+
+    Attributes:
+        http_500: Model -> the numbers (1-based, per model) of its requests answered with HTTP 500.
+        bad_voter: A model that votes for `agent9`, an id MassGen does not know.
+        late: Model -> seconds to wait before its first answer (votes cast meanwhile are discarded).
+        questions: The questions of the session, in order (to tell the turns apart).
+        mcp_error: Call the MCP tool with arguments it rejects (the result is an MCP error).
+    """
+
+    http_500: dict[str, set[int]] = field(default_factory=dict)
+    bad_voter: str | None = None
+    late: dict[str, float] = field(default_factory=dict)
+    questions: tuple[str, ...] = ()
+    mcp_error: bool = False
 
 
 @dataclass
@@ -24,12 +49,50 @@ class Ledger:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
+    def served(self) -> list[dict[str, Any]]:
+        """The requests answered with a completion (not an HTTP error)."""
+        return [c for c in self.calls if c["status"] == 200]
+
+    @property
     def input_tokens(self) -> int:
-        return sum(c["prompt_tokens"] for c in self.calls)
+        return sum(c["prompt_tokens"] for c in self.served)
 
     @property
     def output_tokens(self) -> int:
-        return sum(c["completion_tokens"] for c in self.calls)
+        return sum(c["completion_tokens"] for c in self.served)
+
+    def by_model(self) -> dict[str, dict[str, int]]:
+        """Per model: requests, HTTP errors, input and output tokens of the completions served."""
+        out: dict[str, dict[str, int]] = {}
+        for call in self.calls:
+            row = out.setdefault(call["model"], {"requests": 0, "errors": 0, "input": 0, "output": 0})
+            row["requests"] += 1
+            if call["status"] != 200:
+                row["errors"] += 1
+            row["input"] += call["prompt_tokens"]
+            row["output"] += call["completion_tokens"]
+        return out
+
+    def turns(self) -> list[list[dict[str, Any]]]:
+        """The calls split at each new question (a request whose prompt holds a new user message)."""
+        out: list[list[dict[str, Any]]] = []
+        question = None
+        for call in self.calls:
+            if call["question"] != question:
+                question = call["question"]
+                out.append([])
+            out[-1].append(call)
+        return out
+
+
+def _vote_options(body: dict[str, Any]) -> list[str]:
+    """The agent ids the `vote` tool offers (MassGen lists the agents that have an answer)."""
+    for tool in body.get("tools") or []:
+        fn = tool.get("function") or {}
+        if fn.get("name") == "vote":
+            prop = (fn.get("parameters") or {}).get("properties", {}).get("agent_id", {})
+            return list(prop.get("enum") or [])
+    return []
 
 
 def _tool_names(body: dict[str, Any]) -> set[str]:
@@ -41,9 +104,17 @@ def _tool_names(body: dict[str, Any]) -> set[str]:
     return names
 
 
-def make_server(ledger: Ledger, text_chunks: int = 5) -> ThreadingHTTPServer:
-    answered: set[str] = set()
-    used_tool: set[str] = set()
+def _question(text: str, questions: tuple[str, ...]) -> str:
+    """The turn's question: the last of the questions asked that the prompt holds (a later turn's
+    prompt holds the earlier questions too)."""
+    return next((q for q in reversed(questions) if q in text), "")
+
+
+def make_server(ledger: Ledger, plan: Plan | None = None, text_chunks: int = 5) -> ThreadingHTTPServer:
+    plan = plan or Plan()
+    answered: dict[tuple[str, str], int] = {}  # (model, question) -> answers given
+    used_tool: set[tuple[str, str]] = set()
+    requests: dict[str, int] = {}
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -52,42 +123,74 @@ def make_server(ledger: Ledger, text_chunks: int = 5) -> ThreadingHTTPServer:
             body = json.loads(self.rfile.read(int(self.headers.get("content-length", "0"))))
             model = body.get("model", "fake")
             tools = _tool_names(body)
-            prompt_chars = len(json.dumps(body.get("messages", [])))
+            text = json.dumps(body.get("messages", []))
+            question = _question(text, plan.questions)
+            key = (model, question)
+            delay = 0.0
             with ledger.lock:
                 index = len(ledger.calls)
-                mcp_tool = next((t for t in sorted(tools) if t.endswith("multiply")), None)
-                if mcp_tool is not None and model not in used_tool and model not in answered:
-                    used_tool.add(model)
-                    kind = mcp_tool
-                    args = {"a": 6, "b": 7}
-                elif "new_answer" in tools and model not in answered:
-                    answered.add(model)
-                    kind = "new_answer"
-                    args = {"content": f"The answer from {model} is 42."}
-                elif "vote" in tools:
-                    kind = "vote"  # for the first agent whose answer is in the context
-                    text = json.dumps(body.get("messages", []))
-                    target = next((a for a in ("agent1", "agent2", "agent3") if f"{a}." in text), "agent1")
-                    args = {"agent_id": target, "reason": f"{target} explains it best"}
+                requests[model] = number = requests.get(model, 0) + 1
+                entry: dict[str, Any] = {
+                    "model": model,
+                    "question": question,
+                    "status": 200,
+                    "prompt_tokens": 0,
+                    "completion_tokens": 0,
+                    "target": None,
+                }
+                ledger.calls.append(entry)
+                if number in plan.http_500.get(model, ()):
+                    entry["kind"] = "http_500"
+                    entry["status"] = 500
                 else:
-                    kind = "text"
-                    args = {}
-                prompt_tokens = 100 + prompt_chars % 97 + index
-                completion_tokens = 20 + index
-                ledger.calls.append(
-                    {
-                        "model": model,
-                        "kind": kind,
-                        "prompt_tokens": prompt_tokens,
-                        "completion_tokens": completion_tokens,
-                    }
-                )
+                    mcp_tool = next((t for t in sorted(tools) if t.endswith("multiply")), None)
+                    if mcp_tool is not None and key not in used_tool and key not in answered:
+                        used_tool.add(key)
+                        kind, args = mcp_tool, {"a": 6, "b": -7 if plan.mcp_error else 7}
+                    elif "new_answer" in tools and key not in answered:
+                        answered[key] = 1
+                        kind, args = "new_answer", {"content": f"The answer from {model} is 42."}
+                        delay = plan.late.get(model, 0.0)
+                    elif "vote" in tools:
+                        kind = "vote"  # for the first agent whose answer is in the context
+                        options = _vote_options(body) or ["agent1"]
+                        target = "agent9" if model == plan.bad_voter else options[0]
+                        args = {"agent_id": target, "reason": f"{target} explains it best"}
+                        entry["target"] = target
+                    else:
+                        kind, args = "text", {}
+                    entry["kind"] = kind
+                    entry["prompt_tokens"] = 100 + len(text) % 97 + index
+                    entry["completion_tokens"] = 20 + index
+            if entry["status"] != 200:
+                self._error(entry["status"])
+                return
+            if delay:
+                time.sleep(delay)
+            self._stream(entry, kind, args, text_chunks)
+
+        def _error(self, status: int) -> None:
+            payload = json.dumps({"error": {"message": "upstream failure", "type": "server_error"}}).encode()
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(payload)))
+            self.send_header("connection", "close")
+            self.end_headers()
+            self.wfile.write(payload)
+            self.close_connection = True
+
+        def _stream(self, entry: dict[str, Any], kind: str, args: dict[str, Any], chunks: int) -> None:
             self.send_response(200)
             self.send_header("content-type", "text/event-stream")
             self.send_header("cache-control", "no-cache")
             self.send_header("connection", "close")
             self.end_headers()
-            base = {"id": f"c{index}", "object": "chat.completion.chunk", "created": 1, "model": model}
+            base = {
+                "id": f"c{id(entry)}",
+                "object": "chat.completion.chunk",
+                "created": 1,
+                "model": entry["model"],
+            }
 
             def send(choices: list[dict[str, Any]], **extra: Any) -> None:
                 data = json.dumps({**base, "choices": choices, **extra})
@@ -100,14 +203,14 @@ def make_server(ledger: Ledger, text_chunks: int = 5) -> ThreadingHTTPServer:
                     if kind != "text"
                     else ["The", " final", " answer", " is", " 42."]
                 )
-                for word in (words * ((text_chunks + len(words) - 1) // len(words)))[:text_chunks]:
+                for word in (words * ((chunks + len(words) - 1) // len(words)))[:chunks]:
                     send(
                         [{"index": 0, "delta": {"role": "assistant", "content": word}, "finish_reason": None}]
                     )
                 if kind != "text":
                     call = {
                         "index": 0,
-                        "id": f"call_{index}",
+                        "id": f"call_{id(entry)}",
                         "type": "function",
                         "function": {"name": kind, "arguments": json.dumps(args)},
                     }
@@ -115,10 +218,11 @@ def make_server(ledger: Ledger, text_chunks: int = 5) -> ThreadingHTTPServer:
                     send([{"index": 0, "delta": {}, "finish_reason": "tool_calls"}])
                 else:
                     send([{"index": 0, "delta": {}, "finish_reason": "stop"}])
+                prompt, completion = entry["prompt_tokens"], entry["completion_tokens"]
                 usage = {
-                    "prompt_tokens": prompt_tokens,
-                    "completion_tokens": completion_tokens,
-                    "total_tokens": prompt_tokens + completion_tokens,
+                    "prompt_tokens": prompt,
+                    "completion_tokens": completion,
+                    "total_tokens": prompt + completion,
                 }
                 send([], usage=usage)
                 self.wfile.write(b"data: [DONE]\n\n")

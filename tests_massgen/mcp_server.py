@@ -9,7 +9,9 @@ server = FastMCP("calc")
 
 @server.tool()
 def multiply(a: int, b: int) -> int:
-    """Multiply two integers."""
+    """Multiply two non-negative integers."""
+    if a < 0 or b < 0:
+        raise ValueError(f"negative numbers are not supported: {a} x {b}")
     return a * b
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import write_config
+from .conftest import MODELS, write_config
 from .fake_llm import Ledger, make_server
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,9 +42,9 @@ def test_the_readme_has_massgen_blocks() -> None:
 
 @pytest.mark.parametrize("block", BLOCKS, ids=[b.id for b in BLOCKS])
 def test_massgen_block_runs_as_written(block: object, tmp_path: Path, llm_url: str) -> None:
-    """The block exits 0; the command line block leaves a run whose report names its two agents."""
+    """The block exits 0; the command line block leaves a run whose report names its three agents."""
     (tmp_path / "home").mkdir()
-    write_config(tmp_path, llm_url).rename(tmp_path / "my_config.yaml")
+    write_config(tmp_path, llm_url, MODELS).rename(tmp_path / "my_config.yaml")
     env = readme._env(tmp_path / "home", OPENAI_API_KEY="sk-readme-test", LITELLM_LOCAL_MODEL_COST_MAP="True")
     done = subprocess.run(
         readme._command(block, tmp_path), cwd=tmp_path, env=env, capture_output=True, text=True,
@@ -53,7 +53,7 @@ def test_massgen_block_runs_as_written(block: object, tmp_path: Path, llm_url: s
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     if block.lang == "bash":  # type: ignore[attr-defined]
         report = (tmp_path / "ANALYSIS_REPORT.md").read_text()
-        assert "| Agents | agent_a, agent_b |" in report
+        assert "| Agents | agent_a, agent_b, agent_c |" in report
 
 
 def test_environment_is_massgens() -> None:

@@ -27,16 +27,38 @@ from .usage import field_of
 
 __all__ = [
     "REQUEST_PARAMETERS",
+    "Conversation",
     "capture_enabled",
-    "conversation_id",
+    "conversation",
+    "current_conversation_id",
     "request_attributes",
     "server_of",
 ]
 
-conversation_id: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "mastrace_conversation_id", default=None
+class Conversation:
+    """The conversation of a coordination session: its id while the session is open, None after.
+
+    A session that ends in another context than the one it began in (MassGen opens its session in
+    one task and closes it in another) cannot reset the variable where it was set; clearing the
+    shared holder keeps code that runs there later from carrying an ended session's id.
+    """
+
+    __slots__ = ("id",)
+
+    def __init__(self, conversation_id: str) -> None:
+        self.id: str | None = conversation_id
+
+
+conversation: contextvars.ContextVar[Conversation | None] = contextvars.ContextVar(
+    "mastrace_conversation", default=None
 )
-"""The conversation id of the coordination session around the code (set by the session)."""
+"""The conversation of the coordination session around the code (set by the session)."""
+
+
+def current_conversation_id() -> str | None:
+    """The conversation id of the open coordination session around the code, if any."""
+    held = conversation.get()
+    return None if held is None else held.id
 
 _PRIMITIVE = (str, int, float, bool)
 

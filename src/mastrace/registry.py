@@ -32,13 +32,6 @@ Example:
 from __future__ import annotations
 
 import contextvars
-import functools
-import importlib.metadata
-import os
-import platform
-import socket
-import subprocess
-import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping
@@ -46,16 +39,16 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, ClassVar
 
+from ._benchmark_info import benchmark_info, benchmark_info_ready, git_info, prefetch_benchmark_info
 from ._snapshot import JsonValue, to_json_value
 from ._snapshots_on_spans import ConfigSnapshot, SnapshotCache
 from .exceptions import ConfigError
 from .usage import Usage, pop_sink, push_sink
 
-__all__ = ["Registry", "benchmark_info"]
+__all__ = ["Registry", "benchmark_info", "git_info"]
 
 STANDARD_CATEGORIES = ("agents", "models", "tools", "simulators", "callbacks")
 DIRECT_CATEGORIES = ("environment", "user")
-_GIT_TIMEOUT_S = 2.0
 
 
 # -- scopes --------------------------------------------------------------------------------------
@@ -297,8 +290,15 @@ class Registry:
         with self._usage_lock:
             return dict(self._usage_by_component)
 
-    def config_snapshot(self) -> ConfigSnapshot:
-        """The current scope's configurations as canonical JSON plus a stable hash (cached)."""
+    def config_snapshot(self, *, wait: bool = True) -> ConfigSnapshot | None:
+        """The current scope's configurations as canonical JSON plus a stable hash (cached).
+
+        Args:
+            wait: With False, return None instead of waiting while the process-level `benchmark`
+                section is still being gathered on its background thread.
+        """
+        if not wait and self._with_system_info and not benchmark_info_ready():
+            return None
         return self._snapshots.snapshot(self.collect_all_configs())
 
     # -- internals -------------------------------------------------------------------------------
@@ -375,146 +375,3 @@ class Registry:
         if self._benchmark_extra:
             section.update(self._benchmark_extra)
         return section
-
-
-# -- the benchmark section -------------------------------------------------------------------------
-
-
-def benchmark_info(*, refresh: bool = False) -> dict[str, Any]:
-    """Process-level facts for the `benchmark` section: git, python, system, packages.
-
-    Gathered once per process (git through a `git` subprocess with a short timeout; packages from
-    `importlib.metadata`). Returns a new dict each call; the nested values are shared.
-
-    Args:
-        refresh: Gather again instead of using the cached result.
-    """
-    with _gather_lock:  # a gathering under way (the prefetch) is waited for, not repeated
-        if refresh:
-            _cached_benchmark_info.cache_clear()
-        return dict(_cached_benchmark_info(os.getpid()))
-
-
-_prefetch_lock = threading.Lock()
-_gather_lock = threading.Lock()
-_prefetched_pid = 0
-
-
-def _reset_locks_in_child() -> None:
-    # A fork while the prefetch thread held a lock would leave it held forever in the child.
-    global _prefetch_lock, _gather_lock
-    _prefetch_lock, _gather_lock = threading.Lock(), threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reset_locks_in_child)
-
-
-def prefetch_benchmark_info() -> None:
-    """Start gathering the benchmark section on a daemon thread, once per process.
-
-    Git runs a subprocess and the package list reads every installed distribution: 40-200 ms that
-    would otherwise block the first `coordination.session` (and an event loop with it), inside
-    its span. A `Registry` that includes the section calls this when it is created.
-    """
-    global _prefetched_pid
-    pid = os.getpid()
-    with _prefetch_lock:
-        if _prefetched_pid == pid:
-            return
-        _prefetched_pid = pid
-    threading.Thread(target=benchmark_info, name="mastrace-benchmark-info", daemon=True).start()
-
-
-@functools.lru_cache(maxsize=1)
-def _cached_benchmark_info(pid: int) -> dict[str, Any]:  # keyed by pid: a forked child gathers again
-    return {
-        "timestamp": datetime.now().isoformat(),
-        "git": git_info(),
-        "python": python_info(),
-        "system": system_info(),
-        "packages": package_versions(),
-    }
-
-
-def _git(args: list[str], cwd: str | None) -> str:
-    done = subprocess.run(
-        ["git", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=_GIT_TIMEOUT_S,
-        check=True,
-        stdin=subprocess.DEVNULL,
-    )
-    return done.stdout
-
-
-def git_info(repo_path: str | None = None) -> dict[str, Any]:
-    """Commit, branch and dirty state of the git checkout at `repo_path` (default: the cwd).
-
-    Returns `{"error": ..., "error_type": ...}` when git is missing, slow, or it is not a checkout.
-    """
-    try:
-        commit, branch, root = _git(
-            ["rev-parse", "HEAD", "--abbrev-ref", "HEAD", "--show-toplevel"], repo_path
-        ).split("\n")[:3]
-        # Untracked files do not make a checkout dirty (GitPython's is_dirty() default).
-        dirty = bool(_git(["status", "--porcelain", "--untracked-files=no"], repo_path).strip())
-    except Exception as exc:
-        return {"error": f"Failed to get git info: {_short_error(exc)}", "error_type": type(exc).__name__}
-    return {
-        "commit_hash": commit,
-        "commit_hash_short": commit[:7],
-        "branch": f"detached@{commit[:7]}" if branch == "HEAD" else branch,
-        "is_dirty": dirty,
-        "repo_root": root,
-    }
-
-
-def _short_error(exc: Exception) -> str:
-    if isinstance(exc, subprocess.CalledProcessError):
-        return (exc.stderr or "").strip().splitlines()[0] if (exc.stderr or "").strip() else str(exc)
-    return str(exc)
-
-
-def python_info() -> dict[str, Any]:
-    """The Python interpreter: version, implementation, executable."""
-    v = sys.version_info
-    return {
-        "version": platform.python_version(),
-        "version_full": sys.version,
-        "version_info": {
-            "major": v.major,
-            "minor": v.minor,
-            "micro": v.micro,
-            "releaselevel": v.releaselevel,
-            "serial": v.serial,
-        },
-        "implementation": platform.python_implementation(),
-        "executable": sys.executable,
-        "compiler": platform.python_compiler(),
-    }
-
-
-def system_info() -> dict[str, Any]:
-    """The machine: platform, OS, architecture, CPU count, hostname."""
-    return {
-        "hostname": socket.gethostname(),
-        "platform": platform.platform(),
-        "system": platform.system(),
-        "release": platform.release(),
-        "machine": platform.machine(),
-        "architecture": platform.architecture()[0],
-        "cpu_count": os.cpu_count(),
-    }
-
-
-def package_versions() -> dict[str, str]:
-    """Installed distributions, name → version, from `importlib.metadata` (sorted by name)."""
-    found: dict[str, str] = {}
-    for dist in importlib.metadata.distributions():
-        name = dist.metadata["Name"] if dist.metadata else None
-        if name and name not in found:
-            found[name] = dist.version
-    return dict(sorted(found.items(), key=lambda kv: kv[0].lower()))

@@ -37,6 +37,10 @@ __all__ = [
     "usage_attributes",
 ]
 
+UNPRICED_CALLS = "unpriced_calls"
+"""The `Usage.units` key counting calls that had no known price: it adds up like any unit, so a
+round or session that includes one knows its cost is incomplete (`semconv.MASTRACE_COST_UNKNOWN`)."""
+
 _TOKEN_FIELDS = (
     "input_tokens",
     "output_tokens",
@@ -409,6 +413,8 @@ def usage_attributes(usage: Usage, *, massgen: bool = True, gen_ai: bool = True)
     tokens = usage if isinstance(usage, TokenUsage) else None
     if massgen:
         attrs[semconv.MASSGEN_USAGE_COST] = float(usage.cost)
+        if usage.units.get(UNPRICED_CALLS):
+            attrs[semconv.MASTRACE_COST_UNKNOWN] = True
         if tokens is not None:
             attrs[semconv.MASSGEN_USAGE_INPUT] = tokens.input_tokens
             attrs[semconv.MASSGEN_USAGE_OUTPUT] = tokens.output_tokens

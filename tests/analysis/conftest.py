@@ -208,7 +208,7 @@ def write_session(w: TraceWriter, config: dict[str, Any] | None = None) -> str:
             "massgen.agent_id": "agent_b",
             "massgen.voted_for": "agent_b",
             "massgen.voted_for_label": "agent2.1",
-            "massgen.vote_reason": "shortest name",
+            "massgen.vote.reason": "shortest name",
         },
     )
     # agent_a round 1 (voting): 5200 → 6200 ms (1.0 s)

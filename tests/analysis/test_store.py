@@ -141,7 +141,7 @@ def test_spans_decode_json_columns(two_runs: tuple[Path, str, str]) -> None:
         rows = store.spans(second)
     spans = {s.name: s for s in rows}
     vote = spans["Agent vote: agent_b -> agent2.1"]
-    assert vote.attributes["massgen.vote_reason"] == "shortest name"
+    assert vote.attributes["massgen.vote.reason"] == "shortest name"
     assert vote.links[0]["span_id"] == spans["Agent answer: agent2.1"].span_id
     failed = [s for s in rows if s.is_error]
     assert [s.exception_type for s in failed] == ["PermissionError"]

@@ -71,7 +71,7 @@ def test_render_shows_key_attributes(synthetic: tuple[Path, str, TraceWriter]) -
         text = render_tree(store.spans(trace_id))
     round_line = next(line for line in text.splitlines() if "agent.agent_a.round_0" in line)
     assert (
-        "type=initial_answer  outcome=answer  answer=agent1.1  in=1000  out=200  cached=400  cost=$0.0100"
+        "type=initial_answer  outcome=answer  answer=agent1.1  in=1000  out=200  cached=400  cost=$0.01"
         in round_line
     )
     vote_line = next(line for line in text.splitlines() if "Agent vote: agent_a" in line)

@@ -186,3 +186,14 @@ def test_instrument_is_repeatable_and_comma_separated(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=120, env=clean_env(), cwd=tmp_path,
     )  # fmt: skip
     assert plain.stdout.strip() == "[False, False]"
+
+
+def test_the_program_starts_without_the_reader_side_loaded(tmp_path: Path) -> None:
+    """`mastrace run` loads neither DuckDB nor the analysis before the program runs (start-up cost)."""
+    (tmp_path / "probe.py").write_text(
+        "import sys\n"
+        "print(','.join(m for m in ('duckdb', 'mastrace.analysis') if m in sys.modules) or 'none')\n"
+    )
+    done = _run(tmp_path, "--", "probe.py")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "none"

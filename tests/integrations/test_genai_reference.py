@@ -54,6 +54,9 @@ EXTRA: dict[str, str] = {
     "mastrace.response.tool_calls": "tool call ids and names, recorded without content capture",
     "mastrace.request.tool_call_ids": "ids of the tool results sent back, without content capture",
     "logfire.json_schema": "lets Logfire show the JSON attributes as objects",
+    "mastrace.cost.source": "mastrace: where the call's cost came from (provider, calculator, price table)",
+    "mastrace.cost.unknown": "mastrace: the model has no known price, so its cost is unknown rather than $0",
+    "mastrace.cost.unknown_models": "mastrace: the model that had no known price",
 }
 # Attributes both record with different values, and why.
 DIFFERENCES: dict[str, str] = {

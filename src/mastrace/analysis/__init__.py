@@ -22,6 +22,7 @@ from .._lazy import lazy_exports as _lazy_exports
 if TYPE_CHECKING:
     from ._diff import RunDiff, diff_reports, render_diff
     from ._html import render_html, render_trace_html
+    from ._kinds import format_cost
     from ._markdown import render_markdown
     from ._model import Report
     from ._prefix import render_trace
@@ -37,6 +38,7 @@ _LAZY = {
     "render_diff": "._diff",
     "render_html": "._html",
     "render_trace_html": "._html",
+    "format_cost": "._kinds",
     "render_markdown": "._markdown",
     "Report": "._model",
     "render_trace": "._prefix",
@@ -62,6 +64,7 @@ __all__ = [
     "TraceStore",
     "build_report",
     "diff_reports",
+    "format_cost",
     "render_diff",
     "render_html",
     "render_markdown",

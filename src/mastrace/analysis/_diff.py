@@ -9,6 +9,7 @@ from typing import Any
 
 from .. import semconv
 from .._texttable import text_table
+from ._kinds import format_cost
 from ._model import Report
 
 __all__ = [
@@ -45,6 +46,15 @@ class AgentDelta:
     tokens_b: float | None = None
     cost_a: float | None = None
     cost_b: float | None = None
+    unknown_a: list[str] = field(default_factory=list)
+    """Models without a known price in A (A's cost is then unknown)."""
+    unknown_b: list[str] = field(default_factory=list)
+
+    def cost_texts(self) -> tuple[str, str, str]:
+        """The costs of A and B and their difference as printed (unknown costs as unknown)."""
+        unknown = self.unknown_a or self.unknown_b
+        delta = "—" if unknown else _num(self.delta(self.cost_a, self.cost_b), "$", True)
+        return format_cost(self.cost_a, self.unknown_a), format_cost(self.cost_b, self.unknown_b), delta
 
     @staticmethod
     def delta(a: float | None, b: float | None) -> float | None:
@@ -67,8 +77,11 @@ class RunDiff:
     agents: list[AgentDelta] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        """The diff as JSON-ready data."""
-        return asdict(self)
+        """As JSON-ready data; each row also has its costs as printed (`cost_text_a`, `cost_text_b`)."""
+        out = asdict(self)
+        for row, delta in zip([out["total"], *out["agents"]], [self.total, *self.agents], strict=True):
+            row["cost_text_a"], row["cost_text_b"], row["cost_text_delta"] = delta.cost_texts()
+        return out
 
 
 def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -102,7 +115,7 @@ def compare_configs(a: Any, b: Any) -> list[ConfigChange]:
     return changes
 
 
-def _per_agent(report: Report) -> dict[str, tuple[float | None, float | None, float | None]]:
+def _per_agent(report: Report) -> dict[str, tuple[float | None, float | None, float | None, list[str]]]:
     durations: dict[str, float] = {}
     for row in report.rounds:
         durations[row.agent or "-"] = durations.get(row.agent or "-", 0.0) + row.duration
@@ -113,7 +126,12 @@ def _per_agent(report: Report) -> dict[str, tuple[float | None, float | None, fl
         tokens = (
             None if u is None or (u.input is None and u.output is None) else (u.input or 0) + (u.output or 0)
         )
-        out[agent] = (durations.get(agent), tokens, u.cost if u is not None else None)
+        out[agent] = (
+            durations.get(agent),
+            tokens,
+            u.cost if u is not None else None,
+            list(u.cost_unknown_models) if u is not None else [],
+        )
     return out
 
 
@@ -142,13 +160,15 @@ def diff_reports(a: Report, b: Report) -> RunDiff:
             _total_tokens(b),
             a.overview.total_cost,
             b.overview.total_cost,
+            list(a.overview.cost_unknown_models),
+            list(b.overview.cost_unknown_models),
         ),
     )
     agents_a, agents_b = _per_agent(a), _per_agent(b)
     for agent in sorted(set(agents_a) | set(agents_b)):
-        da, ta, ca = agents_a.get(agent, (None, None, None))
-        db, tb, cb = agents_b.get(agent, (None, None, None))
-        result.agents.append(AgentDelta(agent, da, db, ta, tb, ca, cb))
+        da, ta, ca, ua = agents_a.get(agent, (None, None, None, []))
+        db, tb, cb, ub = agents_b.get(agent, (None, None, None, []))
+        result.agents.append(AgentDelta(agent, da, db, ta, tb, ca, cb, ua, ub))
     return result
 
 
@@ -165,7 +185,7 @@ def _num(value: float | None, kind: str, signed: bool = False) -> str:
     if kind == "s":
         return f"{sign}{value:.3f}"
     if kind == "$":
-        return f"{sign}{value:.4f}"
+        return format_cost(value, signed=signed)
     return f"{sign}{value:,.0f}"
 
 
@@ -181,9 +201,7 @@ def _delta_rows(rows: Iterable[AgentDelta]) -> list[list[str]]:
                 _num(r.tokens_a, "n"),
                 _num(r.tokens_b, "n"),
                 _num(AgentDelta.delta(r.tokens_a, r.tokens_b), "n", True),
-                _num(r.cost_a, "$"),
-                _num(r.cost_b, "$"),
-                _num(AgentDelta.delta(r.cost_a, r.cost_b), "$", True),
+                *r.cost_texts(),
             ]
         )
     return out

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any, Final
 
@@ -86,6 +88,32 @@ def format_duration(seconds: float | None) -> str:
         return f"{seconds:.2f}s"
     minutes, rest = divmod(seconds, 60)
     return f"{int(minutes)}m{rest:04.1f}s"
+
+
+UNKNOWN_COST = "—"
+
+
+def format_cost(value: float | None, unknown_models: Sequence[str] = (), *, signed: bool = False) -> str:
+    """A cost in USD with enough digits to be non-zero: `$0.00018`, `$0.0289`, `$12.35`.
+
+    Three significant digits below one dollar, cents above; `-` for None. A cost that includes
+    calls without a known price is unknown: `—`, with the models named, never `$0`.
+    """
+    if unknown_models:
+        return f"{UNKNOWN_COST} (no price for {', '.join(unknown_models)})"
+    if value is None:
+        return "-"
+    sign = "-" if value < 0 else ("+" if signed and value > 0 else "")
+    amount = abs(value)
+    if amount == 0:
+        return f"{sign}$0"
+    if amount >= 1:
+        return f"{sign}${amount:,.2f}"
+    digits = max(2, 2 - math.floor(math.log10(amount)))  # three significant digits
+    text = f"{amount:.{digits}f}".rstrip("0")
+    if len(text.split(".")[1]) < 2:
+        text = f"{amount:.2f}"
+    return f"{sign}${text}"
 
 
 def format_number(value: float | int | None, digits: int = 0) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 
 from .. import semconv
 from ._diff import flatten
-from ._kinds import format_value, utc_clock
+from ._kinds import format_cost, format_value, utc_clock
 from ._model import Report, RoundRow
 
 __all__ = ["render_markdown"]
@@ -38,8 +38,8 @@ def _int(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}"
 
 
-def _usd(value: float | None) -> str:
-    return "-" if value is None else f"${value:,.4f}"
+def _usd(value: float | None, unknown_models: Sequence[str] = ()) -> str:
+    return format_cost(value, unknown_models)
 
 
 def _pct(value: float | None) -> str:
@@ -94,9 +94,10 @@ def _overview(report: Report) -> list[str]:
         ("Duration", f"{o.duration:.3f} s ({o.duration / 60:.2f} min)"),
         ("Agents", ", ".join(o.agents) or "-"),
         ("Winner", o.winner or "-"),
-        ("Total Cost", _usd(o.total_cost)),
+        ("Total Cost", _usd(o.total_cost, o.cost_unknown_models)),
         ("Total Answers", o.answers),
         ("Total Votes", o.votes),
+        *([("Discarded Votes", o.discarded_votes)] if o.discarded_votes else []),
         ("Input / Output Tokens", f"{_int(o.input_tokens)} / {_int(o.output_tokens)}"),
         ("Spans", o.spans),
         ("Spans with errors", o.errors),
@@ -182,13 +183,22 @@ def _flow(report: Report) -> list[str]:
         lines += [*_more(report, "answers", len(answers)), ""]
     if report.votes:
         rows = [
-            (v.voter, v.voted_for, v.label, format_value(v.reason or "", 120), f"+{v.offset:.3f}")
+            (
+                v.voter,
+                v.voted_for,
+                v.label,
+                format_value(v.reason or "", 120),
+                "discarded (a new answer came after it)" if v.discarded else "counted",
+                f"+{v.offset:.3f}",
+            )
             for v in report.votes
         ]
         lines += [
             "### Votes cast",
             "",
-            *_table(["Voter", "Voted For", "Answer label", "Reason given", "Offset (s)"], rows, "llllr"),
+            *_table(
+                ["Voter", "Voted For", "Answer label", "Reason given", "Status", "Offset (s)"], rows, "lllllr"
+            ),
             *_more(report, "votes", len(rows)),
             "",
         ]
@@ -242,7 +252,7 @@ def _usage(report: Report) -> list[str]:
             _int(u.reasoning),
             _int(u.cached),
             _pct(u.cache_hit_rate),
-            _usd(u.cost),
+            _usd(u.cost, u.cost_unknown_models),
         )
         for u in report.usage
     ]
@@ -258,7 +268,7 @@ def _usage(report: Report) -> list[str]:
             _int(_total([u.reasoning for u in report.usage])),
             _int(total_cached),
             _pct(rate),
-            _usd(report.overview.total_cost),
+            _usd(report.overview.total_cost, report.overview.cost_unknown_models),
         )
     )
     headers = [

@@ -41,6 +41,10 @@ class Overview:
     input_tokens: float | None = None
     output_tokens: float | None = None
     total_cost: float | None = None
+    cost_unknown_models: list[str] = field(default_factory=list)
+    """Models of calls without a known price: the total cost is unknown when this is not empty."""
+    discarded_votes: int = 0
+    """Votes MassGen dropped because a new answer came after them (not in `votes`)."""
     final_answer: bool = False
     config_hash: str | None = None
 
@@ -103,6 +107,8 @@ class VoteRow:
     label: str | None
     reason: str | None
     offset: float
+    discarded: bool = False
+    """MassGen dropped the vote (a new answer came after it): it is not counted."""
 
 
 @dataclass
@@ -153,6 +159,8 @@ class UsageRow:
     cached: float | None
     cost: float | None
     cache_hit_rate: float | None
+    cost_unknown_models: list[str] = field(default_factory=list)
+    """Models of this agent's calls without a known price (its cost is then unknown)."""
 
 
 @dataclass

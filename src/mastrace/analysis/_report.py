@@ -41,11 +41,12 @@ from ._sql import (
     SLOWEST_SQL,
     TOOLS_SQL,
     TOTALS_SQL,
+    UNKNOWN_COST_SQL,
     VOTES_SQL,
     WRAPPERS_SQL,
     load_trace_sql,
 )
-from ._store import TraceStore
+from ._store import TraceStore, unknown_models
 
 __all__ = ["MAX_ROWS", "SLOWEST_LIMIT", "build_report"]
 
@@ -104,6 +105,7 @@ def _overview(store: TraceStore, trace_id: str) -> tuple[Overview, Any, int, dic
         winner=winner,
         answers=int(totals["answers"]),
         votes=int(totals["votes"]),
+        discarded_votes=int(totals["discarded_votes"] or 0),
         spans=int(totals["spans"]),
         errors=int(totals["errors"]),
         final_answer=totals["winner_final"] is not None,
@@ -252,6 +254,10 @@ def build_report(
     overview.input_tokens = _sum([u.input for u in usage])
     overview.output_tokens = _sum([u.output for u in usage])
     overview.total_cost = _sum([u.cost for u in usage])
+    unpriced = {r["agent"]: unknown_models(r["models"]) for r in store.rows(UNKNOWN_COST_SQL, [trace_id])}
+    for row in usage:
+        row.cost_unknown_models = unpriced.get(row.agent, [])
+    overview.cost_unknown_models = sorted({m for models in unpriced.values() for m in models})
     session = overview.duration or 0.0
 
     def offset(row: dict[str, Any]) -> float:
@@ -269,7 +275,9 @@ def build_report(
             store,
             VOTES_SQL,
             max_rows,
-            lambda r: VoteRow(r["voter"], r["voted_for"], r["label"], r["reason"], offset(r)),
+            lambda r: VoteRow(
+                r["voter"], r["voted_for"], r["label"], r["reason"], offset(r), bool(r["discarded"])
+            ),
         ),
         slowest=[
             OperationRow(

@@ -31,6 +31,7 @@ __all__ = [
     "SLOWEST_SQL",
     "TOOLS_SQL",
     "TOTALS_SQL",
+    "UNKNOWN_COST_SQL",
     "VOTES_SQL",
     "WRAPPERS_SQL",
     "load_trace_sql",
@@ -63,6 +64,7 @@ RECORD_KEYS: Final = (
     semconv.MASSGEN_VOTED_FOR_LABEL,
     semconv.MASSGEN_VOTE_REASON,
     semconv.MASSGEN_WINNER,
+    semconv.MASSGEN_VOTE_DISCARDED,
 )
 # Read from the root span only.
 SESSION_KEYS: Final = (
@@ -251,6 +253,12 @@ ORDER BY start_us, sid
 LIMIT 1
 """
 
+# A vote MassGen dropped (a new answer came after it): listed, not counted. Records keep their attributes.
+_DISCARDED = (
+    "coalesce(lower(json_extract_string(attributes, "
+    f"'$.\"{semconv.MASSGEN_VOTE_DISCARDED}\"')) = 'true', false)"
+)
+
 # Three aggregates, each over only the rows it needs (most rows of a large trace are tool spans).
 TOTALS_SQL: Final = f"""
 SELECT * FROM (
@@ -266,7 +274,9 @@ SELECT * FROM (
     SELECT count(*) FILTER (WHERE is_agent) AS rounds,
            count(*) FILTER (WHERE is_record) AS records,
            count(*) FILTER (WHERE is_record AND span_name LIKE 'Agent answer:%') AS answers,
-           count(*) FILTER (WHERE is_record AND span_name LIKE 'Agent vote:%') AS votes,
+           count(*) FILTER (WHERE is_record AND span_name LIKE 'Agent vote:%' AND NOT {_DISCARDED}) AS votes,
+           count(*) FILTER (WHERE is_record AND span_name LIKE 'Agent vote:%' AND {_DISCARDED})
+               AS discarded_votes,
            list(DISTINCT agent_id ORDER BY agent_id) FILTER (WHERE is_agent AND agent_id IS NOT NULL)
                AS agents,
            any_value(agent_id) FILTER (WHERE is_agent AND lower(is_winner) = 'true') AS winner_presenter,
@@ -346,7 +356,8 @@ ORDER BY start_us, sid
 VOTES_SQL: Final = f"""
 SELECT coalesce("{semconv.MASSGEN_AGENT_ID}", regexp_extract(span_name, '^Agent vote: (.+) -> ', 1)) AS voter,
        coalesce("{semconv.MASSGEN_VOTED_FOR}", regexp_extract(span_name, ' -> (.+)$', 1)) AS voted_for,
-       "{semconv.MASSGEN_VOTED_FOR_LABEL}" AS label, "{semconv.MASSGEN_VOTE_REASON}" AS reason, start_us
+       "{semconv.MASSGEN_VOTED_FOR_LABEL}" AS label, "{semconv.MASSGEN_VOTE_REASON}" AS reason, start_us,
+       lower(coalesce("{semconv.MASSGEN_VOTE_DISCARDED}", '')) = 'true' AS discarded
 FROM ({_records("span_name LIKE 'Agent vote:%'")})
 ORDER BY start_us, sid
 """
@@ -391,6 +402,15 @@ ROUND_USAGE_SQL: Final = f"""
 SELECT agent_id AS agent, count(*) AS spans, sum(duration) AS time,{_USAGE_COLUMNS.format(p="m_")}
 FROM mt_spans WHERE is_agent
 GROUP BY agent_id ORDER BY agent_id
+"""
+
+UNKNOWN_COST_SQL: Final = f"""
+SELECT coalesce(attributes->>'{semconv.MASSGEN_AGENT_ID}', attributes->>'{semconv.GEN_AI_AGENT_ID}') AS agent,
+       list(DISTINCT attributes->>'{semconv.MASTRACE_COST_UNKNOWN_MODELS}') AS models
+FROM records
+WHERE trace_id = ? AND span_name LIKE '{semconv.SPAN_LLM_PREFIX}%'
+  AND attributes->>'{semconv.MASTRACE_COST_UNKNOWN}' = 'true'
+GROUP BY 1
 """
 
 LLM_USAGE_SQL: Final = f"""

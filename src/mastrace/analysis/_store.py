@@ -8,6 +8,7 @@ set-based: each one scans the store at most once.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from ..exceptions import StoreError
 from ..store._schema import SEGMENTS_DIR, STORED_FIELDS, read_json_sql, view_sql
 from ..store._sql_compat import portable_sql
 from ..store.reader import StorePaths, connect, roots_complete, segment_files, skipped_rows, store_paths
-from ._kinds import AGENT_SPAN_SQL
+from ._kinds import AGENT_SPAN_SQL, format_cost
 
 __all__ = ["RunRef", "RunSummary", "SpanRow", "TraceStore", "span_from_line"]
 
@@ -66,6 +67,20 @@ def _usage_sum(massgen_key: str, gen_ai_key: str) -> str:
     )
 
 
+def unknown_models(texts: Any) -> list[str]:
+    """Model names from `mastrace.cost.unknown_models` values (JSON lists as stored), deduplicated."""
+    out: dict[str, None] = {}
+    for text in texts or ():
+        try:
+            value = json.loads(text) if isinstance(text, str) else text
+        except ValueError:
+            value = [text]
+        for model in value if isinstance(value, list) else [value]:
+            if model:
+                out.setdefault(str(model), None)
+    return sorted(out)
+
+
 _RUNS_SQL = f"""
 SELECT trace_id,
        arg_min(span_name, {_ROOT_KEY}) AS name,
@@ -79,7 +94,10 @@ SELECT trace_id,
        {_usage_sum(semconv.MASSGEN_USAGE_OUTPUT, semconv.GEN_AI_USAGE_OUTPUT_TOKENS)} AS output_tokens,
        sum(TRY_CAST(attributes->>'{semconv.MASSGEN_USAGE_COST}' AS DOUBLE))
            FILTER (WHERE {AGENT_SPAN_SQL}) AS cost,
-       bool_or(span_name = '{semconv.SPAN_COORDINATION_SESSION}' AND parent_span_id IS NULL) AS is_session
+       bool_or(span_name = '{semconv.SPAN_COORDINATION_SESSION}' AND parent_span_id IS NULL) AS is_session,
+       list(DISTINCT attributes->>'{semconv.MASTRACE_COST_UNKNOWN_MODELS}')
+           FILTER (WHERE attributes->>'{semconv.MASTRACE_COST_UNKNOWN}' = 'true'
+                   AND span_name LIKE '{semconv.SPAN_LLM_PREFIX}%') AS unknown_models
 FROM records
 GROUP BY trace_id
 ORDER BY start_us DESC
@@ -138,6 +156,10 @@ class RunSummary:
     output_tokens: float | None
     cost: float | None
     is_session: bool = False
+    cost_unknown_models: list[str] = field(default_factory=list)
+    """Models of calls without a known price: the run's cost is unknown when this is not empty."""
+    cost_text: str = ""
+    """The cost as printed: significant digits, or unknown with the models named; empty without usage."""
 
 
 @dataclass
@@ -446,7 +468,12 @@ class TraceStore:
     def runs(self, limit: int | None = None) -> list[RunSummary]:
         """One summary per trace, newest first."""
         sql = _RUNS_SQL + (f"LIMIT {int(limit)}\n" if limit else "")
-        found = [RunSummary(**row) for row in self.rows(sql)]
+        found = []
+        for row in self.rows(sql):
+            row["cost_unknown_models"] = unknown_models(row.pop("unknown_models", None))
+            if row["cost"] is not None or row["cost_unknown_models"]:
+                row["cost_text"] = format_cost(row["cost"], row["cost_unknown_models"])
+            found.append(RunSummary(**row))
         if not found:
             self.ensure_not_empty()
         return found

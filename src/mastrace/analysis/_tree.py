@@ -9,7 +9,7 @@ from typing import Any
 
 from .. import semconv
 from .._texttable import text_table
-from ._kinds import format_duration, format_value
+from ._kinds import format_cost, format_duration, format_value
 from ._store import RunSummary, SpanRow
 
 __all__ = [
@@ -87,7 +87,7 @@ def walk(roots: Sequence[TreeNode]) -> Iterator[TreeNode]:
 
 def _shown(label: str, value: Any) -> str:
     if label == "cost" and isinstance(value, (int, float)):
-        return f"cost=${value:.4f}"
+        return f"cost={format_cost(value)}"
     if label == "ttfc" and isinstance(value, (int, float)):
         return f"ttfc={format_duration(float(value))}"
     if isinstance(value, float) and value.is_integer():
@@ -105,6 +105,10 @@ def key_attributes(span: SpanRow) -> list[str]:
             if value is not None and value != "":
                 out.append(_shown(label, value))
                 break
+    if attrs.get(semconv.MASTRACE_COST_UNKNOWN) is True:  # not a real $0: part of the cost has no price
+        models = attrs.get(semconv.MASTRACE_COST_UNKNOWN_MODELS)
+        out = [o for o in out if not o.startswith("cost=")]
+        out.append("cost=" + format_cost(None, models if isinstance(models, list) and models else ["?"]))
     if attrs.get(semconv.MASSGEN_IS_WINNER) is True:
         out.append("winner")
     return out
@@ -189,7 +193,7 @@ def render_runs(runs: Sequence[RunSummary], *, marks: Mapping[str, str] | None =
             ""
             if r.input_tokens is None and r.output_tokens is None
             else f"{(r.input_tokens or 0) + (r.output_tokens or 0):,.0f}",
-            f"${r.cost:.4f}" if r.cost is not None else "",
+            r.cost_text,
         )
         for r in runs
     ]

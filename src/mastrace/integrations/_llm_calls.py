@@ -22,11 +22,12 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
-from .. import semconv
+from .. import pricing, semconv
 from .._errors import handle_internal_errors, log_internal_error, warn_once
-from .._genai import capture_enabled, conversation_id, request_attributes, server_of
+from .._genai import capture_enabled, current_conversation_id, request_attributes, server_of
 from .._tracer import NOOP_SPAN, NoOpSpan, Span, get_tracer
 from ..usage import CostCalculator, TokenUsage, credit_usage, current_sinks, field_of, usage_attributes
+from . import _http_retries
 from ._llm_streams import AsyncStream, SyncStream
 from ._messages import Output, tool_result_ids
 
@@ -58,6 +59,7 @@ class PendingLLMSpan:
     attributes: dict[str, Any]
     claimed: int = 0
     spans: list[Any] = field(default_factory=list)  # the call spans that took it over
+    cost_calculator: CostCalculator | None = None  # the framework's own prices for these calls
 
 
 pending_llm_span: contextvars.ContextVar[PendingLLMSpan | None] = contextvars.ContextVar(
@@ -128,6 +130,10 @@ class Call:
         name, attrs = self._start_attributes(instance, kwargs)
         self.span: Span | NoOpSpan = get_tracer(TRACER_NAME).start_span(name, attrs, kind=SpanKind.CLIENT)
         pending = pending_llm_span.get()
+        # A framework's own prices (MassGen's) rank after the provider's and the user's.
+        self.framework_pricing = pending.cost_calculator if pending is not None else None
+        pricing.prepare()  # the default price table loads while the call runs
+        _http_retries.install(current_call.get)
         if pending is not None:  # the framework's handle annotates the span that took its place
             pending.spans.append(self.span)
         otel_span = self.span.otel_span
@@ -147,7 +153,7 @@ class Call:
             attrs[semconv.SERVER_PORT] = port
         if self.stream:
             attrs[semconv.GEN_AI_REQUEST_STREAM] = True
-        conversation = conversation_id.get()
+        conversation = current_conversation_id()
         if conversation is not None:
             attrs[semconv.GEN_AI_CONVERSATION_ID] = conversation
         attrs.update(request_attributes(kwargs, self.reader.skipped_request))
@@ -270,14 +276,17 @@ class Call:
         return bool(attributes) and key in attributes  # type: ignore[operator]
 
     def _priced(self, usage: TokenUsage) -> TokenUsage:
-        """The call's usage with its cost: the provider's when it reported one, else the calculator's."""
-        if self.cost is not None:
-            return usage.with_cost(self.cost)
-        calculator = self.options.cost_calculator
-        if calculator is None or usage.cost:
-            return usage
-        cost = calculator.calculate_cost(usage, self.response_model or self.model)
-        return usage if cost is None else usage.with_cost(cost)
+        model = self.response_model or self.model
+        priced = pricing.price_call(
+            usage,
+            model,
+            provider=self.provider,
+            reported=self.cost,
+            calculator=self.options.cost_calculator,
+            framework=self.framework_pricing,
+        )
+        self.span.set_attributes(priced.attributes(model))
+        return priced.usage
 
 
 def start_call(reader: Reader, instance: Any, kwargs: Mapping[str, Any]) -> Call | None:

@@ -15,6 +15,9 @@ proxy (no Logfire account, and no `logfire` package, needed) and fixes what the 
   `openai` or `anthropic` SDK is underneath; MassGen's own span ended before the stream was read.
 - Answer, vote, winner and final-answer records carry `massgen.agent_id` and the other keys under
   their `massgen.*` names; Logfire-style message templates are formatted into `logfire.msg`.
+- A turn's story as MassGen counts it (`_massgen_turns`): failed turns keep their session, the
+  presentation ends inside it, dropped votes are marked, enforcement retries are round events, MCP
+  error results are errors, agent failures are exceptions, and LLM calls cost MassGen's own prices.
 
 A MassGen version this module was not written for gets one warning and MassGen's spans as they
 are (through the same proxy), never an error.
@@ -28,6 +31,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import copy
 import re
@@ -41,12 +45,14 @@ from typing import Any
 import wrapt
 
 from .. import semconv
+from .._benchmark_info import prefetch_benchmark_info
 from .._errors import handle_internal_errors, warn_once
 from .._tracer import NoOpSpan, Span, get_tracer
 from ..mixins.agent import AgentRound
 from ..mixins.coordination import CoordinationSession, current_session
 from ..registry import Registry
 from ..usage import TokenUsage
+from . import _massgen_turns as turns
 from ._llm_calls import PendingLLMSpan, pending_llm_span
 
 __all__ = ["KNOWN_VERSIONS", "instrument_massgen", "uninstrument_massgen"]
@@ -57,6 +63,7 @@ KNOWN_VERSIONS: tuple[str, ...] = ("0.1.97",)
 _LOCK = threading.Lock()
 _ROUND_NAME = re.compile(r"agent\.(?P<agent>.+)\.(?:round_(?P<round>\d+)|presentation)$")
 _LLM_NAME = re.compile(r"llm\.[^.]+\.(?:stream|create|chat)$")
+_MCP_NAME = re.compile(r"mcp\.[^.]+\.[^.]+")
 _USAGE_KEYS = {
     semconv.MASSGEN_USAGE_INPUT: "input_tokens",
     semconv.MASSGEN_USAGE_OUTPUT: "output_tokens",
@@ -91,19 +98,20 @@ _suppress_session: contextvars.ContextVar[bool] = contextvars.ContextVar(
 _session_config: contextvars.ContextVar[Mapping[str, Any] | None] = contextvars.ContextVar(
     "mastrace_massgen_session_config", default=None
 )
+# The coordination tracker opening a session (its id), so that the turn's end can find the session.
+_session_tracker: contextvars.ContextVar[int] = contextvars.ContextVar("mastrace_massgen_tracker", default=0)
 
 
 class _State:
     def __init__(self) -> None:
         self.on = False
+        self.known = False  # the seams of a known MassGen version are patched
         self.undo: list[Any] = []
         self.last_config: Mapping[str, Any] | None = None
         # Each agent's last running total, for backends whose calls mastrace does not see.
         self.totals: dict[str, dict[str, float]] = {}
         # Answer label -> the agent that gave it, so that vote records name the agent voted for.
         self.answers: dict[str, str] = {}
-        # Each agent's open round, so that an error MassGen only yields can be put on it.
-        self.rounds: dict[str, _RoundSpan] = {}
 
 
 _state = _State()
@@ -152,6 +160,8 @@ class _RoundSpan:
         self._handle = handle
         self._agent = agent_id
         self._reported: dict[str, float] = {}
+        self._failed = False
+        self._retries = 0
 
     def set_attribute(self, key: str, value: Any) -> None:
         field = _USAGE_KEYS.get(key)
@@ -159,6 +169,8 @@ class _RoundSpan:
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 self._reported[field] = float(value)
             return
+        if key == semconv.MASSGEN_ERROR_MESSAGE and isinstance(value, str):
+            self.fail(value)
         self._handle.set_attribute(key, value)
 
     def set_attributes(self, attributes: Mapping[str, Any]) -> None:
@@ -178,9 +190,28 @@ class _RoundSpan:
         return self._handle.span.is_recording()
 
     def fail(self, message: str) -> None:
-        """An error MassGen reports by yielding it (e.g. "Invalid agent_id after 3 attempts")."""
+        """An error MassGen reports by yielding it (e.g. "Invalid agent_id after 3 attempts"): the
+        round's outcome, error status, and an exception event (so `is_exception` finds it)."""
         if self._handle.outcome is None:
             self._handle._set_outcome_attrs("error", error_message=message)
+        if not self._failed:
+            self._failed = True
+            turns.agent_failed(self._handle.span, message)
+
+    def enforcement(self, attributes: Mapping[str, Any]) -> None:
+        """One of MassGen's enforcement retries in this round, as an event; the round counts them."""
+        self._retries += 1
+        self._handle.span.add_event(semconv.EVENT_MASSGEN_ENFORCEMENT, attributes)
+        self._handle.set_attribute(semconv.MASSGEN_ENFORCEMENT_RETRIES, self._retries)
+
+    def discard_vote(self) -> None:
+        """MassGen ignored this round's vote: the round's outcome says so."""
+        self._handle._set_outcome_attrs(semconv.OUTCOME_VOTE_DISCARDED)
+        self._handle.set_attribute(semconv.MASSGEN_VOTE_DISCARDED, True)
+
+    @property
+    def outcome(self) -> str | None:
+        return self._handle.outcome
 
     def finish_usage(self) -> None:
         """Before the round ends: without calls mastrace saw, use the change in MassGen's total."""
@@ -220,17 +251,39 @@ def _round(name: str, agent_id: str, attributes: Mapping[str, Any]) -> Iterator[
     if name.endswith(".presentation"):
         attrs.setdefault(semconv.MASSGEN_ROUND_TYPE, semconv.ROUND_TYPE_PRESENTATION)
         attrs.setdefault(semconv.MASSGEN_IS_WINNER, True)
+    presentation = name.endswith(".presentation")
+    owner = turns.state.sessions.get(_session_tracker.get()) if presentation else None
     handle = AgentRound(_tracer().span(name, attrs), agent_id)
     proxy = _RoundSpan(handle, agent_id)
-    with handle:
-        _state.rounds[agent_id] = proxy
-        try:
-            yield proxy
-        finally:
-            if _state.rounds.get(agent_id) is proxy:
-                del _state.rounds[agent_id]
-            with handle_internal_errors("massgen round usage"):
-                proxy.finish_usage()
+    try:
+        with handle:
+            turns.state.rounds[agent_id] = proxy
+            if presentation:
+                owner = owner or _only_open_session()
+                if owner is not None:
+                    owner.presenting = proxy
+            try:
+                yield proxy
+            finally:
+                if turns.state.rounds.get(agent_id) is proxy:
+                    del turns.state.rounds[agent_id]
+                with handle_internal_errors("massgen round end"):
+                    proxy.finish_usage()
+                    if presentation and handle.outcome is None:
+                        handle._set_outcome_attrs(semconv.OUTCOME_PRESENTATION)
+                    if semconv.MASTRACE_CONFIG_HASH not in attrs:  # the snapshot came after the start
+                        found = current_session()
+                        if found is not None and found.config_hash:
+                            handle.set_attribute(semconv.MASTRACE_CONFIG_HASH, found.config_hash)
+    finally:
+        if owner is not None and owner.presenting is proxy:
+            owner.presentation_ended()  # a session MassGen closed meanwhile ends now, after it
+
+
+def _only_open_session() -> turns.SessionHandle | None:
+    with turns.state.lock:
+        sessions = list(turns.state.sessions.values())
+    return sessions[0] if len(sessions) == 1 else None
 
 
 class _ConfigComponent:
@@ -248,6 +301,11 @@ def _session(attributes: Mapping[str, Any]) -> Iterator[Any]:
     if _suppress_session.get():
         yield NoOpSpan()
         return
+    with _new_session(attributes) as span:
+        yield span
+
+
+def _new_session(attributes: Mapping[str, Any]) -> turns.SessionHandle:
     registry = Registry(benchmark=True)
     config = _session_config.get() or _state.last_config
     if config is not None:
@@ -256,16 +314,18 @@ def _session(attributes: Mapping[str, Any]) -> Iterator[Any]:
     ids = attrs.get(semconv.MASSGEN_AGENT_IDS)
     if isinstance(ids, str):
         attrs[semconv.MASSGEN_AGENT_IDS] = [i for i in ids.split(",") if i]
-    handle = CoordinationSession(_tracer().span(semconv.SPAN_COORDINATION_SESSION, attrs), registry)
-    with handle:
-        yield handle.span
+    session = CoordinationSession(_tracer().span(semconv.SPAN_COORDINATION_SESSION, attrs), registry)
+    return turns.SessionHandle(session, _session_tracker.get())
 
 
 @contextmanager
 def _llm(name: str, attributes: Mapping[str, Any]) -> Iterator[Any]:
     """Hold MassGen's LLM span back: the SDK call inside takes it over and covers the stream."""
     attrs = _span_attributes(name, attributes)
-    pending = PendingLLMSpan(name, attrs)
+    provider = attributes.get("llm.provider")
+    pending = PendingLLMSpan(
+        name, attrs, cost_calculator=turns.MassGenPricing(provider if isinstance(provider, str) else None)
+    )
     started = time.time_ns()
     token = pending_llm_span.set(pending)
     holder = _Attributes(pending)
@@ -312,6 +372,21 @@ class _Attributes:
         return True
 
 
+@contextmanager
+def _mcp(name: str, attributes: Mapping[str, Any]) -> Iterator[Any]:
+    """MassGen's MCP tool span; an error result (`isError`) inside it sets its error status."""
+    with _tracer().span(name, attributes) as span:
+        proxy = turns.McpSpan(span)
+        token = turns.mcp_span.set(proxy)
+        try:
+            yield proxy
+        finally:
+            try:
+                turns.mcp_span.reset(token)
+            except (ValueError, RuntimeError):
+                turns.mcp_span.set(None)
+
+
 def _record_past(span: Span, started: int, error: BaseException | None) -> None:
     """Record a span that started at `started` (ns) and ends now."""
     span.start(attach=False, start_time=started)
@@ -345,6 +420,8 @@ class _Logfire:
             cm = _round(name, match.group("agent"), attributes)
         elif _LLM_NAME.match(name):
             cm = _llm(name, attributes)
+        elif _MCP_NAME.fullmatch(name):
+            cm = _mcp(name, _span_attributes(msg_template, attributes))
         else:
             cm = _tracer().span(name, _span_attributes(msg_template, attributes))
         with cm as span:
@@ -356,8 +433,14 @@ class _Logfire:
             attrs.setdefault(semconv.LOGFIRE_MSG, msg_template)
             _link_vote(attrs)
             attrs[semconv.LOGFIRE_LEVEL_NUM] = _LEVELS.get(level, semconv.LEVEL_INFO)
+            otel_level = "error" if level in ("error", "fatal") else "info"
+            if _state.known and msg_template.startswith("Agent vote:"):
+                turns.hold_vote(msg_template, attrs, otel_level)  # counted or discarded later
+                return
+            if msg_template.startswith("Winner selected:"):
+                turns.settle_votes(discarded=False)
             # A mapping, not keywords: MassGen's keys may be any name, `level` and `name` included.
-            _tracer()._log(msg_template, attrs, level="error" if level in ("error", "fatal") else "info")
+            _tracer()._log(msg_template, attrs, level=otel_level)
 
     def trace(self, msg_template: str, /, **attributes: Any) -> None:
         self._log("trace", msg_template, attributes)
@@ -481,10 +564,18 @@ def _initialize_session(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> 
         if getattr(instance, "_session_span_context", None) is not None:
             instance._close_session_span()  # a new turn ends the previous session
     config_token = _session_config.set(getattr(instance, "_mastrace_config", None))
+    tracker_token = _session_tracker.set(id(instance))
     try:
         return wrapped(*args, **kwargs)
     finally:
+        _session_tracker.reset(tracker_token)
         _session_config.reset(config_token)
+
+
+def _chat(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    """`Orchestrator.chat()`, one coordination turn: its session ends however the turn ends."""
+    stream = wrapped(*args, **kwargs)
+    return turns.watch_turn(instance, stream) if _state.on else stream
 
 
 def _stream_agent_execution(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
@@ -502,7 +593,7 @@ async def _watch_errors(stream: Any, agent_id: Any) -> Any:
     try:
         async for item in stream:
             if type(item) is tuple and len(item) == 2 and item[0] == "error":
-                proxy = _state.rounds.get(agent_id)
+                proxy = turns.state.rounds.get(agent_id)
                 if proxy is not None:
                     with handle_internal_errors("massgen round error"):
                         proxy.fail(str(item[1]))
@@ -573,6 +664,9 @@ def instrument_massgen() -> bool:
             warn_once("massgen-seam", f"mastrace: massgen {version} has no tracer proxy; nothing traced")
             return False
         _state.on = True
+        # The configuration snapshot's package list and git facts: gathered now, on a thread, while
+        # MassGen is still starting, so that no turn waits for them.
+        prefetch_benchmark_info()
         _patch(structured_logging, "TracerProxy._get_logfire", _get_logfire)
         _patch(structured_logging, "configure_observability", _configure_observability)
         _state.undo.append((structured_logging, "_logfire_enabled", structured_logging._logfire_enabled))
@@ -609,10 +703,19 @@ def _patch_known_seams() -> None:
     tracker = load(".coordination_tracker")
     if tracker is not None:
         _patch(tracker, "CoordinationTracker.initialize_session", _initialize_session)
+        _patch(tracker, "CoordinationTracker.track_enforcement_event", turns.enforcement_event)
+        _patch(tracker, "CoordinationTracker.track_agent_action", turns.agent_action)
+        _state.known = _patch(tracker, "CoordinationTracker.track_restart_signal", turns.restart_signal)
     orchestrator = load(".orchestrator")
     if orchestrator is not None:
         _patch(orchestrator, "Orchestrator.__init__", _orchestrator_init)
         _patch(orchestrator, "Orchestrator._stream_agent_execution", _stream_agent_execution)
+        _patch(orchestrator, "Orchestrator.chat", _chat)
+    mcp_session: Any = None
+    with contextlib.suppress(ImportError):
+        from mcp.client import session as mcp_session
+    if mcp_session is not None:
+        _patch(mcp_session, "ClientSession.call_tool", turns.call_tool)
     backend = load(".backend.base_with_custom_tool_and_mcp")
     if backend is not None and hasattr(backend, "logfire"):
         _state.undo.append((backend, "logfire", backend.logfire))
@@ -648,4 +751,5 @@ def uninstrument_massgen() -> None:
         _state.last_config = None
         _state.totals.clear()
         _state.answers.clear()
-        _state.rounds.clear()
+        _state.known = False
+        turns.state.clear()

@@ -27,7 +27,7 @@ from opentelemetry.trace import SpanContext
 
 from .. import semconv
 from .._errors import handle_internal_errors
-from .._genai import conversation_id
+from .._genai import Conversation, conversation
 from .._snapshots_on_spans import ConfigSnapshot
 from .._tracer import NoOpSpan, Span, Tracer, get_tracer
 from ..registry import Registry
@@ -107,7 +107,9 @@ class SpanHandle:
 
 def current_session() -> CoordinationSession | None:
     """The coordination session open in the current context, if any."""
-    return _CURRENT_SESSION.get()
+    session = _CURRENT_SESSION.get()
+    # One ended in another context is still set here (see `Conversation`): it is not open.
+    return session if session is not None and session.is_open else None
 
 
 def _log_span(name: str, attrs: Mapping[str, Any], links: Sequence[Any] | None = None) -> SpanContext | None:
@@ -130,32 +132,44 @@ class CoordinationSession(SpanHandle):
         self._registry = registry
         self._usage = UsageAccumulator()
         self._tokens: tuple[Any, Any, Any] | None = None
+        self._pending_snapshot = False
         self.config_hash: str | None = None
+        self._conversation: Conversation | None = None
         # `gen_ai.conversation.id`: given, else one per session; the agent rounds and LLM calls
         # inside carry it too, so a viewer can gather a session's spans by conversation.
         self.conversation_id = conversation or uuid.uuid4().hex
 
     def __enter__(self) -> CoordinationSession:
-        # The configs are gathered before the span starts: gathering is not part of the session.
-        snap = self._snapshot() if isinstance(self._span, Span) else None
+        # The span starts when the session does. The snapshot is cheap once the process-level facts
+        # (packages, git) are gathered, which `configure()` starts on a thread; if they are not yet,
+        # the snapshot is attached when the session ends rather than the session waiting for them.
         self._span.__enter__()
         self._span.set_attribute(semconv.GEN_AI_CONVERSATION_ID, self.conversation_id)
-        if snap is not None:
-            with handle_internal_errors("coordination session config"):
-                self._span.set_json_attribute(semconv.MASTRACE_CONFIG, snap.text)
-                self._span.set_attribute(semconv.MASTRACE_CONFIG_HASH, snap.hash)
-                self.config_hash = snap.hash
+        self._pending_snapshot = isinstance(self._span, Span)
+        if self._pending_snapshot:
+            self._attach_snapshot(wait=False)
+        self._conversation = Conversation(self.conversation_id)
         self._tokens = (
             _CURRENT_SESSION.set(self),
             push_sink(self._usage),
-            conversation_id.set(self.conversation_id),
+            conversation.set(self._conversation),
         )
         return self
 
-    def _snapshot(self) -> ConfigSnapshot | None:
+    @property
+    def is_open(self) -> bool:
+        """True between entering and leaving the session."""
+        return self._tokens is not None
+
+    def _attach_snapshot(self, *, wait: bool) -> None:
+        snap: ConfigSnapshot | None = None
         with handle_internal_errors("coordination session config"):
-            return self._registry.config_snapshot()
-        return None
+            snap = self._registry.config_snapshot(wait=wait)
+            if snap is not None:
+                self._span.set_json_attribute(semconv.MASTRACE_CONFIG, snap.text)
+                self._span.set_attribute(semconv.MASTRACE_CONFIG_HASH, snap.hash)
+                self.config_hash = snap.hash
+                self._pending_snapshot = False
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -164,8 +178,10 @@ class CoordinationSession(SpanHandle):
             session_token, sink_token, conversation_token = self._tokens
             self._tokens = None
             pop_sink(sink_token, self._usage)
+            if self._conversation is not None:
+                self._conversation.id = None  # ended, whichever context still holds it
             for var, token, mine in (
-                (conversation_id, conversation_token, self.conversation_id),
+                (conversation, conversation_token, self._conversation),
                 (_CURRENT_SESSION, session_token, self),
             ):
                 try:
@@ -173,6 +189,8 @@ class CoordinationSession(SpanHandle):
                 except (ValueError, RuntimeError):  # closed from another context
                     if var.get() is mine:
                         var.set(None)
+        if self._pending_snapshot:  # a session shorter than the gathering of the process facts
+            self._attach_snapshot(wait=True)
         with handle_internal_errors("coordination session usage"):
             total = self._usage.total
             self._span.set_attribute(

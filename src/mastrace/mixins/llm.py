@@ -19,9 +19,9 @@ from typing import Any
 
 from opentelemetry.trace import SpanKind
 
-from .. import semconv
+from .. import pricing, semconv
 from .._errors import handle_internal_errors
-from .._genai import conversation_id, request_attributes
+from .._genai import current_conversation_id, request_attributes
 from .._streams import TracedAsyncGenerator, TracedGenerator
 from .._tracer import NOOP_SPAN, NoOpSpan, Span
 from ..exceptions import ConfigError
@@ -88,7 +88,7 @@ class _StreamState:
             usage = self.usage
             if usage is None:
                 return
-            usage = self.backend._mastrace_price(usage, self.model)
+            usage = self.backend._mastrace_price(usage, self.response_model or self.model, span)
             span.set_attributes(usage_attributes(usage, massgen=False))
             span.set_attribute(semconv.MASTRACE_USAGE, usage.to_dict())
             if isinstance(self.backend, UsageTrackableMixin):
@@ -159,7 +159,7 @@ class LLMBackendMixin:
             semconv.MASSGEN_BACKEND: provider,
             **request_attributes(request, _SKIPPED),
         }
-        conversation = conversation_id.get()
+        conversation = current_conversation_id()
         if conversation is not None:
             attrs[semconv.GEN_AI_CONVERSATION_ID] = conversation
         state = _StreamState(self, model, attrs, semconv.SPAN_LLM_STREAM.format(provider=provider))
@@ -181,10 +181,14 @@ class LLMBackendMixin:
             usage = field_of(field_of(chunk, "message"), "usage")
         return TokenUsage.from_provider(usage, provider=getattr(self, "provider", None))
 
-    def _mastrace_price(self, usage: TokenUsage, model: str) -> TokenUsage:
-        """Fill in the cost of a call from `cost_calculator` when the usage has none."""
-        calculator = self.cost_calculator
-        if calculator is None or usage.cost:
-            return usage
-        cost = calculator.calculate_cost(usage, model)
-        return usage if cost is None else usage.with_cost(cost)
+    def _mastrace_price(self, usage: TokenUsage, model: str, span: Any) -> TokenUsage:
+        """Price a call (reported cost, `cost_calculator`, the default table, else unknown)."""
+        priced = pricing.price_call(
+            usage,
+            model,
+            provider=getattr(self, "provider", None),
+            reported=usage.cost or None,
+            calculator=self.cost_calculator,
+        )
+        span.set_attributes(priced.attributes(model))
+        return priced.usage

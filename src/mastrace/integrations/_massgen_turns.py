@@ -1,0 +1,374 @@
+"""MassGen's coordination turns as MassGen itself counts them: the parts of `instrument_massgen()`
+that follow a turn from start to end.
+
+- A turn (one `Orchestrator.chat()`) always ends its `coordination.session`: with a final answer as
+  MassGen closes it; with error status and `massgen.failure_reason` when it raised, was cancelled,
+  or ended without one (MassGen's "no successful agents"), which MassGen never closes.
+- The session ends after the winner's presentation span (MassGen closes the session from inside it).
+- Votes are recorded once MassGen has settled them: a vote followed by a new answer is dropped by
+  MassGen (all votes are reset) and is recorded with `massgen.vote.discarded=true`.
+- MassGen's enforcement retries (a vote for an unknown agent, no workflow tool, ...) become
+  `massgen.enforcement` events on the round they happened in.
+- An MCP tool result the MCP SDK reports as an error (`isError`) sets error status on its
+  `mcp.<server>.<tool>` span, whatever MassGen's `tool.success` says.
+- LLM calls made by a MassGen backend are priced by MassGen's own calculator (LiteLLM's), so the
+  costs equal MassGen's; a model MassGen cannot price is left to mastrace's table, else unknown.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry import context as otel_context
+
+from .. import semconv
+from .._errors import handle_internal_errors, log_internal_error
+from .._tracer import Span, get_tracer
+from ..mixins.coordination import CoordinationSession
+from ..usage import TokenUsage
+
+__all__ = ["MassGenPricing", "TurnState", "state"]
+
+_FAILED_AGENT = "massgen.AgentError"
+"""The exception type recorded for an agent failure MassGen only reports as a value."""
+
+
+def tracer() -> Any:
+    return get_tracer("mastrace.massgen")
+
+
+# -- prices --------------------------------------------------------------------------------------
+
+
+class MassGenPricing:
+    """A `CostCalculator` that asks MassGen's own token calculator (LiteLLM's prices).
+
+    MassGen treats a cost of 0 for a call that used tokens as "not in the pricing database"
+    (it warns so); that is returned as None (unknown), never as a price of 0.
+    """
+
+    _calculator: Any = None
+    _lock = threading.Lock()
+
+    def __init__(self, provider: str | None) -> None:
+        self.provider = provider
+
+    @classmethod
+    def _shared(cls) -> Any:
+        """MassGen's calculator; None when MassGen's pricing module cannot be imported."""
+        with cls._lock:
+            if cls._calculator is None:
+                try:
+                    from massgen.token_manager.token_manager import TokenCostCalculator
+                except ImportError:
+                    return None
+                cls._calculator = TokenCostCalculator()
+            return cls._calculator
+
+    def calculate_cost(self, usage: TokenUsage, model_id: str) -> float | None:
+        """MassGen's cost for `usage` on `model_id`, or None when MassGen has no price."""
+        if not model_id:
+            return None
+        shape: dict[str, Any] = {
+            "prompt_tokens": usage.input_tokens,
+            "completion_tokens": usage.output_tokens,
+            "total_tokens": usage.total_tokens or usage.input_tokens + usage.output_tokens,
+        }
+        if usage.cached_input_tokens:
+            shape["prompt_tokens_details"] = {"cached_tokens": usage.cached_input_tokens}
+        if usage.reasoning_tokens:
+            shape["completion_tokens_details"] = {"reasoning_tokens": usage.reasoning_tokens}
+        calculator = self._shared()
+        if calculator is None:
+            return None
+        cost = float(calculator.calculate_cost_with_usage_object(model_id, shape, self.provider) or 0.0)
+        if cost <= 0.0 and (usage.input_tokens or usage.output_tokens):
+            return None
+        return cost
+
+
+# -- shared state --------------------------------------------------------------------------------
+
+
+@dataclass
+class _Vote:
+    name: str
+    attributes: dict[str, Any]
+    level: str
+    at: int
+    parent: Any
+
+
+@dataclass
+class TurnState:
+    """What the integration follows while MassGen runs (one process, any number of turns)."""
+
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    # Each agent's open round (its `_RoundSpan`), so that errors and enforcement retries land on it.
+    rounds: dict[str, Any] = field(default_factory=dict)
+    # The open session of each coordination tracker (by id), and its presentation round if open.
+    sessions: dict[int, SessionHandle] = field(default_factory=dict)
+    votes: list[_Vote] = field(default_factory=list)
+
+    def clear(self) -> None:
+        with self.lock:
+            self.rounds.clear()
+            self.sessions.clear()
+            self.votes.clear()
+
+
+state = TurnState()
+
+
+# -- votes -----------------------------------------------------------------------------------------
+
+
+def hold_vote(name: str, attributes: dict[str, Any], level: str) -> None:
+    """Keep a vote record until MassGen has settled it (counted, or dropped by a new answer)."""
+    vote = _Vote(name, attributes, level, time.time_ns(), otel_context.get_current())
+    with state.lock:
+        state.votes.append(vote)
+
+
+def settle_votes(*, discarded: bool) -> None:
+    """Record the votes held so far, as discarded (a new answer reset them) or as counted."""
+    with state.lock:
+        votes, state.votes = state.votes, []
+    for vote in votes:
+        with handle_internal_errors("massgen vote"):
+            attrs = dict(vote.attributes)
+            if discarded:
+                attrs[semconv.MASSGEN_VOTE_DISCARDED] = True
+            token = otel_context.attach(vote.parent)
+            try:
+                span = tracer().span(vote.name, {semconv.LOGFIRE_SPAN_TYPE: "log", **attrs})
+                if isinstance(span, Span):
+                    span.start(attach=False, start_time=vote.at)
+                    span.end(end_time=vote.at)
+            finally:
+                otel_context.detach(token)
+
+
+def restart_signal(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    """`CoordinationTracker.track_restart_signal`: MassGen has just reset every vote cast so far."""
+    result = wrapped(*args, **kwargs)
+    settle_votes(discarded=True)
+    return result
+
+
+def agent_action(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    """`CoordinationTracker.track_agent_action`: a vote MassGen ignored (the voter had a restart
+    pending) is never logged by MassGen as a vote; it is recorded here as a discarded one."""
+    result = wrapped(*args, **kwargs)
+    with handle_internal_errors("massgen ignored vote"):
+        given = {**dict(zip(("agent_id", "action_type", "details"), args, strict=False)), **kwargs}
+        if str(getattr(given.get("action_type"), "value", given.get("action_type"))) == "vote_ignored":
+            _ignored_vote(instance, str(given.get("agent_id")), str(given.get("details") or ""))
+    return result
+
+
+def _ignored_vote(tracker: Any, voter: str, details: str) -> None:
+    target = details.removeprefix("Voted for ").split(" but ignored", 1)[0].strip()
+    mapping: dict[str, str] = getattr(tracker, "get_anonymous_agent_mapping", dict)()
+    voted_for = mapping.get(target, target)
+    attrs = {
+        semconv.MASSGEN_AGENT_ID: voter,
+        semconv.GEN_AI_AGENT_ID: voter,
+        semconv.MASSGEN_VOTED_FOR: voted_for,
+        semconv.MASSGEN_VOTE_DISCARDED: True,
+        semconv.LOGFIRE_MSG: f"Agent vote: {voter} -> {voted_for} (ignored: a new answer came first)",
+    }
+    tracer()._log(f"Agent vote: {voter} -> {voted_for}", attrs)
+    proxy = state.rounds.get(voter)
+    if proxy is not None:
+        proxy.discard_vote()
+
+
+# -- enforcement retries ---------------------------------------------------------------------------
+
+
+def enforcement_event(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    """`CoordinationTracker.track_enforcement_event`: an event on the agent's open round."""
+    result = wrapped(*args, **kwargs)
+    with handle_internal_errors("massgen enforcement"):
+        names = ("agent_id", "reason", "attempt", "max_attempts", "tool_calls", "error_message")
+        given = {**dict(zip(names, args, strict=False)), **kwargs}
+        proxy = state.rounds.get(str(given.get("agent_id")))
+        if proxy is not None:
+            attrs = {
+                semconv.MASSGEN_ENFORCEMENT_REASON: given.get("reason"),
+                semconv.MASSGEN_ENFORCEMENT_ATTEMPT: given.get("attempt"),
+                semconv.MASSGEN_ENFORCEMENT_MAX_ATTEMPTS: given.get("max_attempts"),
+                semconv.MASSGEN_ENFORCEMENT_TOOL_CALLS: list(given.get("tool_calls") or []),
+                semconv.MASSGEN_ENFORCEMENT_BUFFER_CHARS_LOST: int(given.get("buffer_chars") or 0),
+                semconv.MASSGEN_ENFORCEMENT_ERROR: given.get("error_message"),
+            }
+            proxy.enforcement({k: v for k, v in attrs.items() if v is not None})
+    return result
+
+
+# -- MCP results -----------------------------------------------------------------------------------
+
+mcp_span: contextvars.ContextVar[McpSpan | None] = contextvars.ContextVar(
+    "mastrace_massgen_mcp", default=None
+)
+
+
+class McpSpan:
+    """MassGen's `mcp.<server>.<tool>` span: an error result sets error status and `tool.success=false`."""
+
+    def __init__(self, span: Any) -> None:
+        self._span = span
+        self.error: str | None = None
+
+    def fail(self, message: str) -> None:
+        self.error = message
+        self._span.set_status("error", message)
+        self._span.set_attribute(semconv.MASSGEN_TOOL_SUCCESS, False)
+        self._span.set_attribute(semconv.MASTRACE_TOOL_SUCCESS, False)
+        self._span.set_attribute(semconv.ERROR_TYPE, "tool_error")
+
+    def set_attribute(self, key: str, value: Any) -> None:
+        if key == semconv.MASSGEN_TOOL_SUCCESS and self.error is not None:
+            return  # MassGen says True for every result it got back
+        self._span.set_attribute(key, value)
+
+    def set_attributes(self, attributes: Mapping[str, Any]) -> None:
+        for key, value in attributes.items():
+            self.set_attribute(key, value)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._span, name)
+
+
+async def call_tool(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    """`mcp.ClientSession.call_tool`: an `isError` result marks the MassGen MCP span it is under."""
+    result = await wrapped(*args, **kwargs)
+    span = mcp_span.get()
+    if span is not None and getattr(result, "isError", False):
+        with handle_internal_errors("massgen mcp result"):
+            texts = [getattr(c, "text", "") for c in getattr(result, "content", None) or ()]
+            span.fail(" ".join(t for t in texts if isinstance(t, str))[:500] or "tool returned an error")
+    return result
+
+
+# -- the session of a turn ---------------------------------------------------------------------------
+
+
+class SessionHandle:
+    """The `coordination.session` of one MassGen turn, as MassGen's tracker holds it.
+
+    MassGen enters it when a turn starts and exits it at the final answer; the integration ends
+    it when the turn ends any other way. Its end waits for an open presentation round.
+    """
+
+    def __init__(self, session: CoordinationSession, tracker_id: int) -> None:
+        self.session = session
+        self.tracker_id = tracker_id
+        self.open = False
+        self.presenting: Any = None  # the presentation round, while open
+        self._close_after_presentation = False
+        self.failure: str | None = None
+
+    def __enter__(self) -> Any:
+        self.session.__enter__()
+        self.open = True
+        with state.lock:
+            state.sessions[self.tracker_id] = self
+        return self.session.span
+
+    def __exit__(self, exc_type: Any = None, exc: BaseException | None = None, tb: Any = None) -> None:
+        if not self.open:
+            return
+        if exc is None and self.presenting is not None:
+            self._close_after_presentation = True  # MassGen closes the session inside its presentation
+            return
+        self.close(exc)
+
+    def presentation_ended(self) -> None:
+        self.presenting = None
+        if self._close_after_presentation:
+            self.close(None)
+
+    def fail(self, reason: str, exc: BaseException | None = None) -> None:
+        """End the turn's session as failed (`reason` says why)."""
+        if not self.open:
+            return
+        self.failure = reason
+        span = self.session.span
+        span.set_attribute(semconv.MASSGEN_FAILURE_REASON, reason)
+        if exc is None:
+            span.set_status("error", reason)
+        self.close(exc)
+
+    def close(self, exc: BaseException | None) -> None:
+        if not self.open:
+            return
+        self.open = False
+        with state.lock:
+            if state.sessions.get(self.tracker_id) is self:
+                del state.sessions[self.tracker_id]
+        try:
+            settle_votes(discarded=False)
+        finally:
+            self.session.__exit__(type(exc) if exc is not None else None, exc, None)
+
+
+def open_session(tracker: Any) -> SessionHandle | None:
+    with state.lock:
+        return state.sessions.get(id(tracker))
+
+
+def _final_answer_given(orchestrator: Any) -> bool:
+    tracker = getattr(orchestrator, "coordination_tracker", None)
+    return bool(getattr(tracker, "final_winner", None)) and bool(getattr(tracker, "final_answers", None))
+
+
+async def watch_turn(orchestrator: Any, stream: Any) -> Any:
+    """Pass a turn's chunks through; when the turn ends without closing its session, end it failed."""
+    error_text: str | None = None
+    outcome: tuple[str, BaseException | None] | None = None
+    try:
+        async for chunk in stream:
+            kind, content = getattr(chunk, "type", None), getattr(chunk, "content", None)
+            # MassGen reports its own failures as error chunks, or as content marked "❌"
+            if content and (kind == "error" or (kind == "content" and str(content).startswith("❌"))):
+                error_text = str(content).removeprefix("❌").strip()
+            yield chunk
+    except GeneratorExit:
+        outcome = ("cancelled: the turn was closed before it finished", None)
+        await stream.aclose()
+        raise
+    except BaseException as exc:  # CancelledError and KeyboardInterrupt end the turn too
+        outcome = (f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__, exc)
+        raise
+    finally:
+        with handle_internal_errors("massgen turn end"):
+            handle = open_session(getattr(orchestrator, "coordination_tracker", None))
+            if handle is not None and handle.open:
+                if _final_answer_given(orchestrator):
+                    handle.close(None)  # the turn is over: its presentation too, or abandoned
+                elif outcome is not None:
+                    handle.fail(outcome[0], outcome[1])
+                else:
+                    handle.fail(error_text or "the turn ended without a final answer")
+
+
+def agent_failed(span: Any, message: str) -> None:
+    """Record an agent failure MassGen only yields as a value as an exception event (`is_exception`)."""
+    try:
+        span.add_event(
+            "exception",
+            {
+                semconv.EXCEPTION_TYPE: _FAILED_AGENT,
+                semconv.EXCEPTION_MESSAGE: message,
+                semconv.EXCEPTION_ESCAPED: False,
+            },
+        )
+    except Exception as exc:
+        log_internal_error("massgen agent failure", exc)

@@ -1,0 +1,128 @@
+"""What `analyze`, `runs` and `diff` say about cost and votes: significant digits, an unknown cost
+shown as unknown with its models named (never `$0`), votes MassGen discarded shown and not counted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mastrace.analysis import TraceStore, build_report, render_markdown
+from mastrace.analysis._kinds import format_cost
+from mastrace.analysis._tree import render_runs
+
+from .conftest import TraceWriter, agent, usage
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (0.00018, "$0.00018"),
+        (0.000183456, "$0.000183"),
+        (0.028908, "$0.0289"),
+        (0.1, "$0.10"),
+        (1234.567, "$1,234.57"),
+        (0.0, "$0"),
+        (5e-9, "$0.000000005"),
+        (-0.002, "-$0.002"),
+        (None, "-"),
+    ],
+)
+def test_costs_print_with_enough_digits_to_be_non_zero(value: float | None, text: str) -> None:
+    """One small call's cost never rounds to $0.0000."""
+    assert format_cost(value) == text
+
+
+def test_an_unknown_cost_names_its_models_whatever_the_known_part() -> None:
+    """A cost with unpriced calls is `—` with the models, even when the priced part is not zero."""
+    assert format_cost(0.5, ["house-model", "fake-c"]) == "— (no price for house-model, fake-c)"
+    assert format_cost(None, ["m"]).startswith("—")
+
+
+def _session(w: TraceWriter, *, unknown: bool) -> str:
+    w.span("session", "coordination.session", 0, 10_000, **{"massgen.task": "t"})
+    a0 = {**agent("agent_a", 0, "initial_answer"), "massgen.outcome": "answer", **usage(100, 10, 0, 0.00018)}
+    b0 = {**agent("agent_b", 0, "initial_answer"), "massgen.outcome": "answer", **usage(100, 10, 0, 0.0)}
+    w.span("a0", "agent.agent_a.round_0", 100, 2_000, "session", **a0)
+    w.span("b0", "agent.agent_b.round_0", 100, 2_500, "session", **b0, **{"mastrace.cost.unknown": unknown})
+    w.span("b0_llm", "llm.openai.stream", 200, 2_400, "b0", **{"massgen.agent_id": "agent_b",
+           "gen_ai.usage.input_tokens": 100, "mastrace.cost.unknown": unknown,
+           "mastrace.cost.unknown_models": ["house-model"] if unknown else []})  # fmt: skip
+    w.log("ans1", "Agent answer: agent1.1", 2_000, "session", **{"massgen.agent_id": "agent_a",
+          "massgen.answer_label": "agent1.1"})  # fmt: skip
+    w.log("v_old", "Agent vote: agent_b -> agent1.1", 2_100, "session", **{"massgen.agent_id": "agent_b",
+          "massgen.voted_for_label": "agent1.1", "massgen.vote.reason": "first seen",
+          "massgen.vote.discarded": True})  # fmt: skip
+    w.log("ans2", "Agent answer: agent2.1", 2_500, "session", **{"massgen.agent_id": "agent_b",
+          "massgen.answer_label": "agent2.1"})  # fmt: skip
+    w.log("v_new", "Agent vote: agent_b -> agent2.1", 3_000, "session", **{"massgen.agent_id": "agent_b",
+          "massgen.voted_for_label": "agent2.1", "massgen.vote.reason": "more complete"})  # fmt: skip
+    return w.trace_id()
+
+
+def test_analyze_shows_an_unknown_cost_and_names_the_model(writer: TraceWriter, tmp_path: Path) -> None:
+    """The overview and the agent's row say the cost is unknown (house-model), never `$0`."""
+    trace_id = _session(writer, unknown=True)
+    with TraceStore(tmp_path / "store") as store:
+        report = build_report(store, trace_id)
+        runs = render_runs(store.runs())
+    text = render_markdown(report)
+    assert "| Total Cost | — (no price for house-model) |" in text
+    row = next(line for line in text.splitlines() if line.startswith("| agent_b |") and "—" in line)
+    assert "no price for house-model" in row and "$0 " not in row
+    assert "| agent_a |" in text and "$0.00018" in text
+    assert "— (no price for house-model)" in runs
+
+
+def test_analyze_prices_a_fully_priced_run(writer: TraceWriter, tmp_path: Path) -> None:
+    """Without unpriced calls, the total is the sum with significant digits."""
+    trace_id = _session(writer, unknown=False)
+    with TraceStore(tmp_path / "store") as store:
+        report = build_report(store, trace_id)
+    assert report.overview.cost_unknown_models == []
+    assert "| Total Cost | $0.00018 |" in render_markdown(report)
+
+
+def test_discarded_votes_are_listed_but_not_counted(writer: TraceWriter, tmp_path: Path) -> None:
+    """MassGen counts one vote here (the second); the discarded one is shown as such, with reasons."""
+    trace_id = _session(writer, unknown=False)
+    with TraceStore(tmp_path / "store") as store:
+        report = build_report(store, trace_id)
+    assert (report.overview.votes, report.overview.discarded_votes) == (1, 1)
+    assert [(v.label, v.discarded, v.reason) for v in report.votes] == [
+        ("agent1.1", True, "first seen"),
+        ("agent2.1", False, "more complete"),
+    ]
+    text = render_markdown(report)
+    assert "| Total Votes | 1 |" in text and "| Discarded Votes | 1 |" in text
+    assert "| first seen | discarded (a new answer came after it) |" in text
+
+
+def test_the_tree_shows_an_unknown_cost_as_unknown(writer: TraceWriter, tmp_path: Path) -> None:
+    """`mastrace tree` writes `cost=— (no price for ...)` on the call, never `cost=$0`."""
+    from mastrace.analysis import render_tree
+
+    trace_id = _session(writer, unknown=True)
+    with TraceStore(tmp_path / "store") as store:
+        text = render_tree(store.spans(trace_id))
+    line = next(line for line in text.splitlines() if "llm.openai.stream" in line)
+    assert "cost=— (no price for house-model)" in line and "cost=$0" not in line
+
+
+def test_diff_and_runs_carry_the_cost_as_printed(writer: TraceWriter, tmp_path: Path) -> None:
+    """The UI's JSON has the costs formatted by mastrace: unknown stays unknown in a diff."""
+    from mastrace.analysis import diff_reports
+
+    unknown = _session(writer, unknown=True)
+    writer.offset_ms = 60_000
+    writer.spans.clear()
+    known = _session(writer, unknown=False)
+    with TraceStore(tmp_path / "store") as store:
+        data = diff_reports(build_report(store, known), build_report(store, unknown)).to_dict()
+        runs = {r.trace_id: r.cost_text for r in store.runs()}
+    assert data["total"]["cost_text_a"] == "$0.00018"
+    assert (
+        data["total"]["cost_text_b"] == "— (no price for house-model)"
+        and data["total"]["cost_text_delta"] == "—"
+    )
+    assert runs == {known: "$0.00018", unknown: "— (no price for house-model)"}
