@@ -29,7 +29,8 @@ from typing import Any, NamedTuple
 from .. import semconv
 from ..exceptions import StoreError
 from ..store._schema import COLUMNS, VALID_ROW_SQL, read_json_sql, read_skeleton_sql
-from ..store.reader import SkeletonFile, skeleton_files
+from ..store._lines import MAX_LINE_BYTES
+from ..store.reader import SkeletonFile, readable_files, skeleton_files
 from ._store import SpanRow, TraceStore, span_from_line
 from ._tree import TreeNode, span_line
 
@@ -208,6 +209,8 @@ def _copy_skeleton(store: TraceStore, trace_id: str, paired: list[SkeletonFile],
     if paired:
         parts.append(_FROM_SKELETON_FILES.format(source=read_skeleton_sql(names[: len(paired)])))
     if alone:
+        # A segment holding a line too long to read is read as a copy without it: named as DuckDB sees it.
+        names[len(paired) :] = readable_files(names[len(paired) :])
         parts.append(_FROM_SEGMENTS.format(source=read_json_sql(names[len(paired) :])))
     select = " UNION ALL ".join(parts) or (
         "SELECT NULL::UBIGINT AS span_id, NULL::UBIGINT AS parent, 0 AS s, 0 AS e, false AS err, "
@@ -256,7 +259,7 @@ def _read_lines(path: str, spans: list[_Kept], chunk: int = 4096) -> list[bytes]
         for offset in sorted(span.off or 0 for span in spans):
             data = os.pread(fd, chunk, offset)
             end = data.find(b"\n")
-            while end < 0 and len(data) % chunk == 0 and data:  # a long line: read on to its end
+            while end < 0 and len(data) % chunk == 0 and 0 < len(data) <= MAX_LINE_BYTES:  # a long line
                 more = os.pread(fd, len(data), offset + len(data))
                 if not more:
                     break

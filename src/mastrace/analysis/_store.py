@@ -9,10 +9,10 @@ set-based: each one scans the store at most once.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 
@@ -21,12 +21,25 @@ from .._snapshot import loads_json
 from ..exceptions import StoreError
 from ..store._schema import STORED_FIELDS, read_json_sql, view_sql
 from ..store._sql_compat import portable_sql
-from ..store.reader import StorePaths, connect, roots_complete, segment_files, skipped_rows, store_paths
+from ..store._limits import QueryLimits, QueryTimeout, run_limited
+from ..store.reader import (
+    StoreHealth,
+    StorePaths,
+    check_store,
+    connect,
+    readable_files,
+    refresh_views,
+    roots_complete,
+    segment_files,
+    store_paths,
+)
 from ._kinds import AGENT_SPAN_SQL
 
 __all__ = ["RunRef", "RunSummary", "SpanRow", "TraceStore", "span_from_line"]
 
 _HEX = re.compile(r"^[0-9a-f]+$")
+_READS_RECORDS = re.compile(r"\brecords\b", re.IGNORECASE)
+T = TypeVar("T")
 _MIN_PREFIX = 4
 _ALIASES = {"latest": 0, "last": 0, "previous": 1, "prev": 1}
 
@@ -340,10 +353,16 @@ class TraceStore:
         ```
     """
 
-    def __init__(self, path: StorePaths = None, *, sandbox: bool = False) -> None:
+    def __init__(
+        self, path: StorePaths = None, *, sandbox: bool = False, limits: QueryLimits | None = None
+    ) -> None:
         self.paths = store_paths(path)
         self.path = self.paths[0]
-        self.con = connect(self.paths, external_access=not sandbox)
+        self.limits = limits
+        # The scan that finds spans stored more than once waits until `records` is read: drawing
+        # a trace from its skeleton files does without it.
+        self.con = connect(self.paths, external_access=not sandbox, check=False, limits=limits)
+        self._health: StoreHealth | None = None
 
     @property
     def where(self) -> str:
@@ -352,10 +371,25 @@ class TraceStore:
 
     def skipped_rows(self) -> int:
         """Lines of the store(s) that the `records` view leaves out as malformed."""
-        try:
-            return skipped_rows(self.con, self.paths)
-        except duckdb.Error:
-            return 0
+        return self.health().skipped
+
+    def health(self) -> StoreHealth:
+        """Lines of the store(s) that `records` leaves out as malformed, and extra copies of spans
+        stored more than once (shown once)."""
+        if self._health is None:
+            try:
+                self._health = check_store(self.con, self.paths)
+            except duckdb.Error:
+                return StoreHealth(0, 0)
+        return self._health
+
+    def _checked(self, sql: str) -> None:
+        """Make `records` show each span once before `sql` reads it (one scan, the first time)."""
+        if self._health is None and _READS_RECORDS.search(sql):
+            try:
+                self._health = check_store(self.con, self.paths)
+            except duckdb.Error as exc:
+                raise StoreError(f"cannot read the local store at {self.where}: {exc}") from exc
 
     def __enter__(self) -> TraceStore:
         return self
@@ -378,22 +412,60 @@ class TraceStore:
     def table(
         self, sql: str, params: Sequence[Any] | Mapping[str, Any] | None = None
     ) -> tuple[list[str], list[tuple[Any, ...]]]:
-        """Run `sql` and return its column names and row tuples; DuckDB errors become `StoreError`."""
-        try:
+        """Run `sql` and return its column names and row tuples; DuckDB errors become `StoreError`.
+
+        Under `limits`, the statement is stopped when its time is up and at most `max_rows` rows
+        are returned (see `truncated`).
+        """
+        limits = self.limits
+        max_rows = limits.max_rows if limits is not None else None
+
+        def run() -> tuple[list[str], list[tuple[Any, ...]]]:
             relation = self.con.sql(portable_sql(sql), params=params)
             if relation is None:  # a statement without a result
                 return [], []
-            return list(relation.columns), _naive_utc(relation).fetchall()
-        except duckdb.Error as exc:
-            raise StoreError(f"query failed: {exc}") from exc
+            relation = _naive_utc(relation)
+            if max_rows is None:
+                return list(relation.columns), relation.fetchall()
+            rows = relation.fetchmany(max_rows + 1)
+            self.truncated = len(rows) > max_rows
+            return list(relation.columns), rows[:max_rows]
+
+        self._checked(sql)
+        self.truncated = False
+        return self._run(run)
 
     def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] | None = None) -> None:
         """Run a statement that returns nothing (e.g. `CREATE TEMP TABLE`)."""
+        self._checked(sql)
+        sql = portable_sql(sql)
+        self._run(lambda: self.con.execute(sql, params) if params is not None else self.con.execute(sql))
+
+    def _run(self, run: Callable[[], T]) -> T:
+        """`run()` under the time limit, DuckDB's errors as `StoreError`; a query that met a line
+        too long to read (one written since the store was opened) is run again without it."""
+        timeout = self.limits.timeout if self.limits is not None else None
+        for attempt in (1, 2):
+            try:
+                return run_limited(self.con, timeout, run)
+            except QueryTimeout as exc:
+                raise StoreError(f"{exc} (raise the time limit: --timeout)") from exc
+            except duckdb.OutOfMemoryException as exc:
+                raise StoreError(f"the query needs more memory than its limit (raise it: --memory): {exc}") from exc
+            except duckdb.Error as exc:
+                if attempt == 1 and "maximum_object_size" in str(exc):
+                    self._reopen_views()
+                    continue
+                raise StoreError(f"query failed: {exc}") from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _reopen_views(self) -> None:
+        """Build the views again: files are listed anew, and lines too long to read left out."""
         try:
-            sql = portable_sql(sql)
-            self.con.execute(sql, params) if params is not None else self.con.execute(sql)
-        except duckdb.Error as exc:
-            raise StoreError(f"query failed: {exc}") from exc
+            refresh_views(self.con, self.paths, check=self._health is not None)
+            self._health = None
+        except duckdb.Error:
+            pass
 
     # -- runs and trace references -----------------------------------------------------------------
     def ensure_not_empty(self) -> None:
@@ -503,7 +575,7 @@ class TraceStore:
             params = [trace_id, list(only)]
             if files:
                 try:
-                    self.execute(view_sql(read_json_sql(list(files)), _SOME_FILES_VIEW))
+                    self.execute(view_sql(read_json_sql(readable_files(files)), _SOME_FILES_VIEW))
                     return [_span_row(row) for row in self.rows(_SOME_SPANS_IN_FILES_SQL, params)]
                 except StoreError:  # a segment went away meanwhile: read them all
                     pass

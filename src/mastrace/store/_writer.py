@@ -40,7 +40,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from .._errors import warn_once
-from ..exceptions import StoreError
+from ..exceptions import ConfigError, StoreError
+from ._bound import DEFAULT_MAX_ROW_BYTES, check_max_row_bytes
 from ._rows import EncodedBatch, RowEncoder
 from ._schema import (
     ROOTS_DIR,
@@ -69,10 +70,14 @@ class LocalStoreExporter(SpanExporter):
         path: The store folder (created if missing). Segments go in its `segments/` subfolder and
             the root spans of each segment also in a file of the same name in `roots/`.
         max_segment_bytes: Size after which the current segment is closed and a new one started.
+        max_row_bytes: The most bytes one span's line may take (default 1 MB, at most 8 MiB, half
+            of what DuckDB's JSON reader accepts): the largest values of a longer line are cut,
+            each with a visible truncation marker, and the span gets `mastrace.truncated = true`.
 
     Attributes:
         exported_spans: Spans written so far.
         failed_spans: Spans that could not be encoded or written (each failure cause is logged once).
+        truncated_spans: Spans whose line was over `max_row_bytes` and was shrunk to fit.
 
         strict: Raise `StoreError` when the folder cannot be written. With False, that is one
             warning (logger `mastrace`); every export then tries again, and the spans of a
@@ -97,8 +102,13 @@ class LocalStoreExporter(SpanExporter):
         path: str | os.PathLike[str],
         *,
         max_segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        max_row_bytes: int = DEFAULT_MAX_ROW_BYTES,
         strict: bool = True,
     ) -> None:
+        try:
+            check_max_row_bytes(max_row_bytes)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"max_row_bytes={max_row_bytes!r}: {exc}") from None
         self.path = Path(path)
         self.segments_dir = self.path / SEGMENTS_DIR
         self.roots_dir = self.path / ROOTS_DIR
@@ -106,7 +116,8 @@ class LocalStoreExporter(SpanExporter):
         self.max_segment_bytes = max_segment_bytes
         self.exported_spans = 0
         self.failed_spans = 0
-        self._encoder = RowEncoder()
+        self.truncated_spans = 0
+        self._encoder = RowEncoder(max_row_bytes)
         self._lock = threading.Lock()
         self._host = _safe_hostname()
         self._fd: int | None = None
@@ -174,6 +185,7 @@ class LocalStoreExporter(SpanExporter):
             with self._lock:
                 self._append(batch)
                 self.exported_spans += batch.encoded
+                self.truncated_spans += batch.truncated
             return batch.encoded
         except _PartialWrite as partial:
             with self._lock:
