@@ -67,6 +67,8 @@ class Settings:
     synchronous: bool = False
     shutdown_timeout: float = 5.0
     otlp_exit_timeout: float = 1.0
+    max_row_bytes: int = 1_000_000
+    retention: Any = None  # a store._retention.Retention
     logfire_token_ignored: bool = False  # LOGFIRE_TOKEN is set but the logfire package is missing
     limits: Limits = field(default_factory=Limits)
 
@@ -101,6 +103,8 @@ def _resolve(arguments: Mapping[str, object]) -> Settings:
         synchronous=values["synchronous"][0],
         shutdown_timeout=values["shutdown_timeout"][0],
         otlp_exit_timeout=values["otlp_exit_timeout"][0],
+        max_row_bytes=values["max_row_bytes"][0],
+        retention=values["retention"][0],
         logfire_token_ignored=token_ignored,
     )
 
@@ -173,6 +177,8 @@ def configure(
     max_queue_size: int | UnsetType | None = UNSET,
     shutdown_timeout: float | UnsetType | None = UNSET,
     otlp_exit_timeout: float | UnsetType | None = UNSET,
+    max_row_bytes: int | UnsetType | None = UNSET,
+    retention: str | UnsetType | None = UNSET,
     synchronous: bool | UnsetType = UNSET,
 ) -> None:
     """Set up tracing for this process. Safe to call more than once.
@@ -217,6 +223,12 @@ def configure(
             Env: `MASTRACE_SHUTDOWN_TIMEOUT`. Default: 5.0.
         otlp_exit_timeout: Seconds of that an OTLP collector that is down or slow may take; what it
             does not take stays in the local store. Env: `MASTRACE_OTLP_EXIT_TIMEOUT`. Default: 1.0.
+        max_row_bytes: The most bytes one span may take in the local store (4096 to 8 MiB): the
+            largest values of a bigger span are cut, each with a visible truncation marker, and the
+            span gets `mastrace.truncated = true`. Env: `MASTRACE_MAX_ROW_BYTES`. Default: 1000000.
+        retention: What the local store keeps: an age (`"7d"`), a size (`"5GB"`) or both
+            (`"7d,5GB"`); each time the writer starts a new segment it removes the oldest segments
+            beyond it, as `mastrace prune` does. Env: `MASTRACE_RETENTION`. Default: keep everything.
         synchronous: Export on the calling thread when a span ends (for tests and scripts).
 
     Raises:
@@ -246,6 +258,8 @@ def configure(
             "max_queue_size": max_queue_size,
             "shutdown_timeout": shutdown_timeout,
             "otlp_exit_timeout": otlp_exit_timeout,
+            "max_row_bytes": max_row_bytes,
+            "retention": retention,
             "synchronous": synchronous,
         }
     )
@@ -415,7 +429,9 @@ def _destinations(settings: Settings) -> list[Destination]:
 
         # strict=False: an unwritable folder is one warning and counted failures, not an exception
         # in the application; the other destinations keep working.
-        store = LocalStoreExporter(settings.local, strict=False)
+        store = LocalStoreExporter(
+            settings.local, strict=False, max_row_bytes=settings.max_row_bytes, retention=settings.retention
+        )
         out.append(Destination("local", store, transform, **common))
     if settings.otlp:
         from .exporters.otlp import build_otlp_exporter, guard_otlp_exporter

@@ -427,7 +427,7 @@ class TraceStore:
             relation = _naive_utc(relation)
             if max_rows is None:
                 return list(relation.columns), relation.fetchall()
-            rows = relation.fetchmany(max_rows + 1)
+            rows = relation.limit(max_rows + 1).fetchall()
             self.truncated = len(rows) > max_rows
             return list(relation.columns), rows[:max_rows]
 
@@ -451,7 +451,8 @@ class TraceStore:
             except QueryTimeout as exc:
                 raise StoreError(f"{exc} (raise the time limit: --timeout)") from exc
             except duckdb.OutOfMemoryException as exc:
-                raise StoreError(f"the query needs more memory than its limit (raise it: --memory): {exc}") from exc
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else "out of memory"
+                raise StoreError(f"the query needs more memory than its limit (raise it: --memory): {first}") from exc
             except duckdb.Error as exc:
                 if attempt == 1 and "maximum_object_size" in str(exc):
                     self._reopen_views()

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from ..store._limits import DEFAULT_QUERY_LIMITS
 from ._commands import cmd_query, cmd_runs, cmd_tree
+from ._prune import cmd_prune
 from ._push import cmd_push
 from ._report_commands import DEFAULT_REPORT, DEFAULT_VIEW, cmd_analyze, cmd_diff, cmd_export, cmd_view
 from ._run import cmd_run
@@ -28,6 +30,7 @@ examples:
   mastrace diff previous latest
   mastrace export latest --format jaeger-json -o trace.json
   mastrace push --to http://localhost:4318
+  mastrace prune --older-than 7d --max-size 5GB
   mastrace run -- massgen --config cfg.yaml 'question'"""
 
 
@@ -85,6 +88,28 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="let the SQL read and write other files and databases (read_csv, COPY … TO, ATTACH); "
         "off by default: the query sees the store and nothing else",
+    )
+    limits = DEFAULT_QUERY_LIMITS
+    query.add_argument(
+        "--timeout",
+        type=float,
+        default=limits.timeout,
+        metavar="SECONDS",
+        help=f"stop the query after this many seconds (default {limits.timeout:g}; 0: no limit)",
+    )
+    query.add_argument(
+        "--memory",
+        default=f"{(limits.memory or 0) // 1000**3}GB",
+        metavar="SIZE",
+        help=f"memory the query may use, e.g. 512MB or 8GB (default {(limits.memory or 0) // 1000**3}GB; "
+        "0: DuckDB's default, 80%% of the machine's); nothing is spilled to disk",
+    )
+    query.add_argument(
+        "--max-rows",
+        type=int,
+        default=limits.max_rows,
+        metavar="N",
+        help=f"print at most N rows (default {limits.max_rows:,}; 0: all)",
     )
     query.set_defaults(handler=cmd_query)
 
@@ -147,6 +172,22 @@ def build_parser() -> argparse.ArgumentParser:
         "--header", action="append", metavar="KEY=VALUE", help="an HTTP/gRPC header (repeatable)"
     )
     push.set_defaults(handler=cmd_push)
+
+    prune = sub.add_parser(
+        "prune",
+        parents=[common],
+        help="remove the store's oldest segments: older than an age, or while over a size",
+        description="Remove whole segments of the store (with their roots and skeleton files), oldest "
+        "first: those last written more than --older-than ago, then the oldest while the store is over "
+        "--max-size. A segment written in the last minute is never removed. configure(retention=...) "
+        "does the same automatically each time a writer starts a new segment.",
+    )
+    prune.add_argument("--older-than", metavar="AGE", help="remove segments older than AGE: 90m, 12h, 7d, 2w")
+    prune.add_argument(
+        "--max-size", metavar="SIZE", help="then remove the oldest while the store is over SIZE: 500MB, 5GB"
+    )
+    prune.add_argument("--dry-run", action="store_true", help="say what would be removed; remove nothing")
+    prune.set_defaults(handler=cmd_prune)
 
     serve = sub.add_parser(
         "serve",

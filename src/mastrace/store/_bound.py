@@ -57,7 +57,7 @@ def check_max_row_bytes(value: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(value)
     if not MIN_ROW_BYTES <= value <= MAX_ROW_BYTES_LIMIT:
-        raise ValueError(f"a row bound of {value} bytes (accepted: {MIN_ROW_BYTES} to {MAX_ROW_BYTES_LIMIT})")
+        raise ValueError(f"expected a whole number of bytes from {MIN_ROW_BYTES} to {MAX_ROW_BYTES_LIMIT}")
     return value
 
 
