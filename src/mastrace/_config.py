@@ -31,7 +31,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 
-from . import _context, _settings, semconv
+from . import _children, _context, _settings, semconv
 from ._errors import log_internal_error, logger
 from ._otel_private import replace_provider_resource, reset_global_providers
 from ._pipeline import Destination, FlushResult, Pipeline, SwitchProcessor
@@ -42,6 +42,9 @@ from ._state import STATE
 from .exceptions import MastraceWarning
 
 __all__ = ["configure", "force_flush", "is_configured", "shutdown"]
+
+if os.environ.get(_children.CHILD_SETTINGS_ENV):  # perhaps a worker of a configured process
+    STATE.inherit = _children.inherit
 
 
 def disabled_by_env() -> bool:
@@ -319,6 +322,7 @@ def _initialize(settings: Settings) -> None:
     STATE.provider = provider
     STATE.on_lost = pipeline.note_lost
     STATE.generation += 1
+    _children.publish(settings)  # what spawn/forkserver workers configure themselves from
 
 
 def _provider_for(settings: Settings) -> trace.TracerProvider:
@@ -506,6 +510,7 @@ def shutdown(timeout: float = 5.0, *, interrupted: bool = False) -> FlushResult:
         _RT.switch.pipeline = None
         _RT.pipeline = None
         _RT.settings = None
+        _children.forget()
         STATE.provider = None
         STATE.on_lost = None
         STATE.generation += 1

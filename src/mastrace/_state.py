@@ -20,6 +20,9 @@ class State:
     extra: dict[str, Any] = field(default_factory=dict)
     # Told about each span that could not be created or ended: the pipeline counts it as dropped.
     on_lost: Callable[[int], None] | None = None
+    # In a process started by a configured one (multiprocessing's spawn or forkserver): configures
+    # mastrace from the parent's settings the first time a tracer finds it unconfigured (once).
+    inherit: Callable[[], bool] | None = None
 
 
 STATE = State()
