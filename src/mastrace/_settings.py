@@ -394,6 +394,8 @@ OTLP_EXIT_TIMEOUT: Final = Param[float](
     accepts="a number of seconds, at least 0",
     none_is_unset=True,
 )
+
+
 def _check_row_bytes(value: Any) -> int:
     from .store._bound import check_max_row_bytes
 
@@ -412,6 +414,8 @@ MAX_ROW_BYTES: Final = Param[int](
     accepts="a whole number of bytes from 4096 to 8388608",
     none_is_unset=True,
 )
+
+
 def _parse_retention(var: str, text: str) -> Any:
     from .store._retention import parse_retention
 
@@ -436,7 +440,8 @@ RETENTION: Final = Param[Any](
     default_doc="keep everything",
     parser=_parse_retention,
     check=_check_retention,
-    doc="Remove the local store's oldest segments when a new one starts: an age (`7d`), a size (`5GB`) or both.",
+    doc="What the local store keeps: an age (`7d`), a size (`5GB`) or both; older segments are removed "
+    "whenever a new one starts.",
     accepts="an age such as '7d', a size such as '5GB', or both ('7d,5GB')",
     none_is_unset=True,
 )

@@ -28,8 +28,8 @@ from typing import Any, NamedTuple
 
 from .. import semconv
 from ..exceptions import StoreError
-from ..store._schema import COLUMNS, VALID_ROW_SQL, read_json_sql, read_skeleton_sql
 from ..store._lines import MAX_LINE_BYTES
+from ..store._schema import COLUMNS, VALID_ROW_SQL, read_json_sql, read_skeleton_sql
 from ..store.reader import SkeletonFile, readable_files, skeleton_files
 from ._store import SpanRow, TraceStore, span_from_line
 from ._tree import CYCLE_NOTE, REUSED_NOTE, TreeNode, cycle_entries, span_line
@@ -51,7 +51,8 @@ _REUSED_SQL = (
 _ONCE_SQL = f"""
 DELETE FROM {_SKELETON} WHERE rowid IN (
     SELECT rowid FROM (
-        SELECT rowid, row_number() OVER (PARTITION BY span_id ORDER BY e DESC, file DESC, off DESC NULLS LAST) AS r
+        SELECT rowid,
+               row_number() OVER (PARTITION BY span_id ORDER BY e DESC, file DESC, off DESC NULLS LAST) AS r
         FROM {_SKELETON}
     ) WHERE r > 1
 )"""

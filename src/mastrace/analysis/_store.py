@@ -19,9 +19,9 @@ import duckdb
 from .. import semconv
 from .._snapshot import loads_json
 from ..exceptions import StoreError
+from ..store._limits import QueryLimits, QueryTimeout, run_limited
 from ..store._schema import STORED_FIELDS, read_json_sql, view_sql
 from ..store._sql_compat import portable_sql
-from ..store._limits import QueryLimits, QueryTimeout, run_limited
 from ..store.reader import (
     StoreHealth,
     StorePaths,
@@ -452,7 +452,9 @@ class TraceStore:
                 raise StoreError(f"{exc} (raise the time limit: --timeout)") from exc
             except duckdb.OutOfMemoryException as exc:
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else "out of memory"
-                raise StoreError(f"the query needs more memory than its limit (raise it: --memory): {first}") from exc
+                raise StoreError(
+                    f"the query needs more memory than its limit (raise it: --memory): {first}"
+                ) from exc
             except duckdb.Error as exc:
                 if attempt == 1 and "maximum_object_size" in str(exc):
                     self._reopen_views()

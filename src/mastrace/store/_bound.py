@@ -80,7 +80,9 @@ def _cut_string(text: str, budget: int) -> str:
     keep = len(text)
     while True:
         # Shrink in proportion to the bytes each character takes (escapes take up to 6).
-        keep = max(0, min(keep - 1, int(keep * (budget - 2) / max(size, 1)) - len(truncation_marker(len(text)))))
+        keep = max(
+            0, min(keep - 1, int(keep * (budget - 2) / max(size, 1)) - len(truncation_marker(len(text))))
+        )
         cut = text[:keep] + truncation_marker(len(text) - keep)
         size = _size(cut)
         if size <= budget or keep == 0:

@@ -7,8 +7,8 @@ disk. Before a file is handed to DuckDB, `long_lines()` finds its lines over `MA
 `readable_file()` then gives DuckDB a copy of the file without them (in a temporary folder of this
 process, removed at exit), and readers count them with the other malformed lines.
 
-Finding them costs a small read per `_WINDOW` bytes: a line longer than `MAX_LINE_BYTES` (twice the
-window) covers a whole window, so a file whose every window holds a newline has none, and most
+Finding them costs a small read per 8 MiB: a line longer than `MAX_LINE_BYTES` (twice that window)
+covers a whole window, so a file whose every window holds a newline has none, and most
 windows show one in their first few kilobytes. Files only grow, so what was checked is remembered
 per file and only new bytes are checked again.
 """
@@ -21,16 +21,15 @@ import os
 import shutil
 import tempfile
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Iterator
 from typing import BinaryIO, Final
 
 __all__ = ["MAX_LINE_BYTES", "bounded_lines", "long_lines", "readable_copies_folder", "readable_file"]
 
 MAX_LINE_BYTES: Final = 16 * 1024 * 1024
 """The longest line readers read (DuckDB's JSON reader refuses longer objects); longer ones are skipped."""
-_WINDOW: Final = MAX_LINE_BYTES // 2
 _PROBE: Final = 64 * 1024
 _CHUNK: Final = 1024 * 1024
 
@@ -44,7 +43,7 @@ class _Checked:
 
 
 _lock = threading.RLock()
-_checked: dict[tuple[int, int], _Checked] = {}
+_checked: dict[tuple[int, int, int], _Checked] = {}
 _copies: dict[tuple[int, int], tuple[int, Path]] = {}
 _folder: Path | None = None
 
@@ -74,28 +73,34 @@ def _find(fd: int, start: int, end: int, *, first: bool = True) -> int | None:
     return None
 
 
-def _scan(fd: int, start: int, size: int, state: _Checked) -> None:
-    """Check `[start, size)` of a file (from a window start), adding its long lines to `state`."""
+def _scan(fd: int, start: int, size: int, state: _Checked, limit: int) -> None:
+    """Check `[start, size)` of a file (from a window start), adding its lines over `limit` to `state`.
+
+    A line over `limit` (twice the window) covers a whole window, which therefore holds no newline:
+    only windows are looked at, most of them through their first few kilobytes.
+    """
+    window = limit // 2
     pos = start
-    while pos + _WINDOW <= size:
-        if _find(fd, pos, pos + _WINDOW) is not None:
-            pos += _WINDOW
+    while pos + window <= size:
+        if _find(fd, pos, pos + window) is not None:
+            pos += window
             continue
         before = _find(fd, 0, pos, first=False)
         line_start = 0 if before is None else before + 1
-        line_end = _find(fd, pos + _WINDOW, size)
-        if line_end is None:  # a long line still being written (or torn): check it again next time
+        line_end = _find(fd, pos + window, size)
+        if line_end is None:  # the last line, unfinished (being written, or torn): checked again next time
             state.upto = line_start
-            state.ranges.append((line_start, size))
+            if size - line_start > limit:
+                state.ranges.append((line_start, size))
             return
-        if line_end + 1 - line_start > MAX_LINE_BYTES:
+        if line_end + 1 - line_start > limit:
             state.ranges.append((line_start, line_end + 1))
         pos = line_end + 1
     state.upto = pos
 
 
-def long_lines(path: Path) -> list[tuple[int, int]]:
-    """The byte ranges `[start, end)` of the lines of `path` longer than `MAX_LINE_BYTES`.
+def long_lines(path: Path, *, limit: int = MAX_LINE_BYTES) -> list[tuple[int, int]]:
+    """The byte ranges `[start, end)` of the lines of `path` longer than `limit` bytes.
 
     A last line without its newline counts once it is that long. An unreadable file has none (its
     readers report it themselves).
@@ -106,18 +111,18 @@ def long_lines(path: Path) -> list[tuple[int, int]]:
         return []
     try:
         stat = os.fstat(fd)
-        if stat.st_size <= MAX_LINE_BYTES:
+        if stat.st_size <= limit:
             return []
-        key = (stat.st_dev, stat.st_ino)
+        key = (stat.st_dev, stat.st_ino, limit)
         with _lock:
             known = _checked.get(key)
         if known is None or known.upto > stat.st_size:
             known = _Checked()
         # A line that was still open (no newline yet) starts where the check resumes: it is checked again.
         state = _Checked(known.upto, [r for r in known.ranges if r[1] <= known.upto])
-        _scan(fd, state.upto, stat.st_size, state)
+        _scan(fd, state.upto, stat.st_size, state, limit)
         with _lock:
-            _checked[key] = state
+            _checked[key] = _Checked(state.upto, [r for r in state.ranges if r[1] <= state.upto])
         return list(state.ranges)
     except OSError:
         return []

@@ -94,7 +94,7 @@ class _Segment:
 
 
 def _segments(store: Path) -> list[_Segment]:
-    out = []
+    out: list[_Segment] = []
     folder = store / SEGMENTS_DIR
     if not folder.is_dir():
         return out

@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 from collections.abc import Sequence
@@ -32,6 +33,8 @@ from typing import Any, NamedTuple
 import duckdb
 
 from ..exceptions import StoreError
+from ._limits import QueryLimits
+from ._lines import long_lines, readable_copies_folder, readable_file
 from ._schema import (
     ROOTS_DIR,
     ROOTS_VIEW_NAME,
@@ -40,15 +43,13 @@ from ._schema import (
     SKELETON_DIR,
     SKELETON_SUFFIX,
     VIEW_NAME,
-    empty_source_sql,
-    read_json_sql,
     WINDOW,
     duplicate_keys_sql,
     duplicates_sql,
+    empty_source_sql,
+    read_json_sql,
     view_sql,
 )
-from ._limits import QueryLimits
-from ._lines import long_lines, readable_copies_folder, readable_file
 from ._sql_compat import portable_sql
 
 __all__ = [
@@ -59,10 +60,10 @@ __all__ = [
     "connect",
     "default_store_path",
     "query",
-    "root_files",
-    "roots_complete",
     "readable_files",
     "refresh_views",
+    "root_files",
+    "roots_complete",
     "segment_files",
     "skeleton_files",
     "skipped_rows",
@@ -198,10 +199,8 @@ def _readable(files: list[Path]) -> tuple[list[str], int]:
     for path in files:
         ranges = long_lines(path)
         if ranges:
-            try:
+            with contextlib.suppress(OSError):  # gone meanwhile, or unreadable: nothing of it is read
                 out.append(str(readable_file(path, ranges)))
-            except OSError:  # gone meanwhile, or unreadable: nothing of it can be read
-                pass
             left_out += len(ranges)
         else:
             out.append(str(path))
@@ -275,7 +274,9 @@ def check_store(con: duckdb.DuckDBPyConnection, path: StorePaths = None) -> Stor
         duplicates = int(row[0] or 0) if row else 0
     con.execute(view_sql(source, VIEW_NAME, once=_DUPLICATE_KEYS if keys else None))
     health = StoreHealth(malformed + too_long, duplicates)
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {_HEALTH} AS SELECT ? AS skipped, ? AS duplicates", list(health))
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE {_HEALTH} AS SELECT ? AS skipped, ? AS duplicates", list(health)
+    )
     return health
 
 
