@@ -100,7 +100,12 @@ def test_json_and_gzip_bodies(intake: IntakeServer) -> None:
         (b"{not json", {"Content-Type": "application/json"}, 400),
         (b"not gzip", {"Content-Type": "application/x-protobuf", "Content-Encoding": "gzip"}, 400),
         (b"x" * (3 * 1024 * 1024), {"Content-Type": "application/x-protobuf"}, 413),
-        (gzip.compress(b"\x00" * (3 * 1024 * 1024)), {"Content-Encoding": "gzip"}, 413),
+        (
+            gzip.compress(b"\x00" * (3 * 1024 * 1024)),
+            {"Content-Type": "application/x-protobuf", "Content-Encoding": "gzip"},
+            413,
+        ),
+        (b"\x00", {"Content-Encoding": "gzip"}, 415),  # no content type: not OTLP
     ],
 )
 def test_bad_bodies_are_refused_and_write_nothing(

@@ -111,6 +111,9 @@ ORDER BY start_timestamp, span_id
 """
 _SPANS_SQL = _SPAN_SKELETON.format(details="," + _SPAN_DETAILS, only="", table="records")
 _LIGHT_SPANS_SQL = _SPAN_SKELETON.format(details="", only="", table="records")
+_LIGHT_SPANS_SINCE_SQL = _SPAN_SKELETON.format(
+    details="", only=" AND end_timestamp >= make_timestamp(CAST(? AS BIGINT))", table="records"
+)
 _SOME_FILES_VIEW = "_mastrace_some_files"  # `records` over a few segment files
 _SOME_SPANS_SQL, _SOME_SPANS_IN_FILES_SQL = (
     _SPAN_SKELETON.format(
@@ -559,6 +562,7 @@ class TraceStore:
         details: bool = True,
         only: Sequence[str] | None = None,
         files: Sequence[str] | None = None,
+        ended_since_us: int | None = None,
     ) -> list[SpanRow]:
         """Every span of `trace_id`, ordered by start time.
 
@@ -570,6 +574,8 @@ class TraceStore:
             only: Read just these span ids (with details), e.g. the spans a view prints.
             files: With `only`, the segment files that hold those spans (as DuckDB's `filename`
                 names them): the others are not read.
+            ended_since_us: Without details, only the spans that ended at or after this time
+                (µs since the epoch): what a live page does not have yet. No error when none did.
 
         Raises:
             StoreError: The trace has no spans in the store.
@@ -583,6 +589,8 @@ class TraceStore:
                 except StoreError:  # a segment went away meanwhile: read them all
                     pass
             return [_span_row(row) for row in self.rows(_SOME_SPANS_SQL, params)]
+        if ended_since_us is not None and not details:
+            return [_span_row(row) for row in self.rows(_LIGHT_SPANS_SINCE_SQL, [trace_id, ended_since_us])]
         found = [_span_row(row) for row in self.rows(_SPANS_SQL if details else _LIGHT_SPANS_SQL, [trace_id])]
         if not found:
             self.require_trace(trace_id, found=False)

@@ -198,6 +198,20 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--http-port", type=int, default=4318, help="OTLP/HTTP port (default 4318; -1: off)")
     serve.add_argument("--grpc-port", type=int, default=4317, help="OTLP/gRPC port (default 4317; -1: off)")
     serve.add_argument(
+        "--token",
+        metavar="TOKEN",
+        default=None,
+        help="require Authorization: Bearer TOKEN on every request (intake, UI and API; a page opened "
+        "once with ?token=TOKEN keeps a cookie); default $MASTRACE_SERVE_TOKEN; required off loopback",
+    )
+    serve.add_argument(
+        "--allow-host",
+        metavar="NAME",
+        action="append",
+        help="a name (besides localhost and IP addresses) that requests may use to reach the server, "
+        "e.g. the machine's name when serving on the network (repeatable; '*': any)",
+    )
+    serve.add_argument(
         "--no-scrubbing",
         action="store_true",
         help="store spans as received (default: scrub them like in-process)",

@@ -44,17 +44,22 @@ class QueryLimits:
         memory: Bytes DuckDB may use for the connection (nothing is spilled to disk: a statement
             that needs more fails); None for DuckDB's own default (80% of the machine's memory).
         max_rows: Rows fetched from a result; None for all of them.
+        threads: DuckDB threads the connection uses; None for DuckDB's default (one per core). A
+            server answering pages beside other work gives its reads one.
     """
 
     timeout: float | None = 60.0
     memory: int | None = 2 * 1000**3
     max_rows: int | None = 100_000
+    threads: int | None = None
 
     def apply(self, con: duckdb.DuckDBPyConnection) -> None:
-        """Set the memory limit on `con` (before its configuration is locked)."""
+        """Set the memory limit and threads on `con` (before its configuration is locked)."""
         if self.memory is not None:
             con.execute(f"SET memory_limit = '{int(self.memory)}B'")
             con.execute("SET temp_directory = ''")  # a statement over the limit fails, it does not spill
+        if self.threads is not None:
+            con.execute(f"SET threads = {int(self.threads)}")
 
 
 DEFAULT_QUERY_LIMITS: Final = QueryLimits()

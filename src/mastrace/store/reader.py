@@ -67,6 +67,7 @@ __all__ = [
     "segment_files",
     "skeleton_files",
     "skipped_rows",
+    "store_fingerprint",
     "store_health",
     "store_paths",
 ]
@@ -140,6 +141,19 @@ def roots_complete(path: StorePaths = None) -> bool:
         [p.name for p in _files(store / ROOTS_DIR)] == [p.name for p in _files(store / SEGMENTS_DIR)]
         for store in store_paths(path)
     )
+
+
+def store_fingerprint(path: StorePaths = None) -> str:
+    """A text that changes whenever the store's segments or roots files do (names, sizes, times):
+    equal fingerprints mean equal contents, without reading them."""
+    parts = []
+    for store in store_paths(path):
+        for folder in (SEGMENTS_DIR, ROOTS_DIR):
+            for file in _files(store / folder):
+                with contextlib.suppress(OSError):
+                    stat = file.stat()
+                    parts.append(f"{file}:{stat.st_size}:{stat.st_mtime_ns}")
+    return "\n".join(parts)
 
 
 class SkeletonFile(NamedTuple):
