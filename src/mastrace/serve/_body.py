@@ -20,9 +20,11 @@ from typing import Any, Final
 
 from ._guard import Receive
 
-__all__ = ["Body", "BodyError", "Budget", "read_body"]
+__all__ = ["Body", "BodyError", "Budget", "drain", "read_body"]
 
-_DRAIN_LIMIT: Final = 64 * 1024 * 1024  # a refused body is read (not kept) up to this, then the connection drops
+_DRAIN_LIMIT: Final = (
+    64 * 1024 * 1024
+)  # a refused body is read (not kept) up to this, then the connection drops
 
 
 class Budget:
@@ -135,8 +137,8 @@ async def read_body(
     Raises:
         BodyError: Too large (413), over the budget (503), too slow (408) or not valid (400).
     """
-    if length is not None and length > limit:
-        raise BodyError(413, f"a body of {length} bytes is over the limit of {limit}")
+    if length is not None and length > limit:  # not read: the connection is closed after the answer
+        raise BodyError(413, f"a body of {length} bytes is over the limit of {limit}", drain=False)
     first = length if length is not None else 0
     if first and not budget.take(first):
         raise BodyError(503, "too many bodies in flight")
@@ -145,29 +147,33 @@ async def read_body(
     inflater = _Inflater(encoding, limit) if encoding in ("gzip", "deflate") else None
     parts: list[bytes] = []
     received = 0
+    more = True  # whether the sender has more to send (then a refusal reads it, see `drain`)
     try:
-        while True:
+        while more:
             message = await _next(receive, idle, deadline)
             if message["type"] == "http.disconnect":
                 raise BodyError(400, "the sender went away", drain=False)
+            more = bool(message.get("more_body", False))
             chunk = message.get("body", b"")
             received += len(chunk)
             if received > limit:
-                raise BodyError(413, f"the body is over the limit of {limit} bytes")
+                raise BodyError(413, f"the body is over the limit of {limit} bytes", drain=more)
             pieces = inflater.feed(chunk) if inflater is not None else [chunk]
             grow = (received if inflater is None else received + inflater.size) - held
             if grow > 0:
                 if not budget.take(grow):
-                    raise BodyError(503, "too many bodies in flight")
+                    raise BodyError(503, "too many bodies in flight", drain=more)
                 held += grow
             parts.extend(pieces)
-            if not message.get("more_body", False):
-                break
         if inflater is not None:
             parts.extend(inflater.finish())
     except zlib.error as exc:
         budget.give(held)
-        raise BodyError(400, f"the body is not valid {encoding}: {exc}") from None
+        raise BodyError(400, f"the body is not valid {encoding}: {exc}", drain=more) from None
+    except BodyError as exc:
+        budget.give(held)
+        exc.drain = exc.drain and more
+        raise
     except BaseException:
         budget.give(held)
         raise

@@ -128,7 +128,10 @@ class Guard:
                     await self._grant(scope, query, send)
                     return
                 await _answer(
-                    send, 401, "a token is required (Authorization: Bearer …)", [(b"www-authenticate", b"Bearer")]
+                    send,
+                    401,
+                    "a token is required (Authorization: Bearer …)",
+                    [(b"www-authenticate", b"Bearer")],
                 )
                 return
         await self.app(scope, receive, send)
@@ -171,7 +174,9 @@ class Guard:
         await _answer(send, 303, "", [(b"location", location.encode()), (b"set-cookie", cookie.encode())])
 
 
-async def _answer(send: Send, status: int, text: str, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+async def _answer(
+    send: Send, status: int, text: str, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
     body = text.encode("utf-8")
     await send(
         {

@@ -75,14 +75,18 @@ def decode_request(body: bytes, content_type: str) -> ExportTraceServiceRequest:
     try:
         request.ParseFromString(body)
     except Exception as exc:
-        raise IntakeError(f"not an OTLP trace export request ({content_type or 'no content type'}): {exc}") from exc
+        raise IntakeError(
+            f"not an OTLP trace export request ({content_type or 'no content type'}): {exc}"
+        ) from exc
     return request
 
 
 def request_spans(request: ExportTraceServiceRequest) -> Iterator[ReadableSpan | IntakeError]:
     """The spans of a decoded request, one by one; a span that is not valid comes as its error."""
     for resource_spans in request.resource_spans:
-        resource = Resource(_attributes(resource_spans.resource.attributes), resource_spans.schema_url or None)
+        resource = Resource(
+            _attributes(resource_spans.resource.attributes), resource_spans.schema_url or None
+        )
         for scope_spans in resource_spans.scope_spans:
             s = scope_spans.scope
             scope = InstrumentationScope(

@@ -119,7 +119,7 @@ def _enum(value: Any, names: Mapping[str, int], what: str) -> int:
 def any_value(value: Any) -> Any:
     """The Python value of an OTLP/JSON `AnyValue` (None for an empty one)."""
     if not isinstance(value, dict):
-        raise OtlpJsonError("an attribute value must be an object such as {\"stringValue\": \"…\"}")
+        raise OtlpJsonError('an attribute value must be an object such as {"stringValue": "…"}')
     if "stringValue" in value or "string_value" in value:
         text = _get(value, "stringValue", "string_value")
         return text if isinstance(text, str) else str(text)
@@ -144,9 +144,16 @@ def any_value(value: Any) -> Any:
         except (binascii.Error, ValueError):
             raise OtlpJsonError("bytesValue must be base64") from None
     if "arrayValue" in value or "array_value" in value:
-        items = [any_value(v) for v in _list(_object(_get(value, "arrayValue", "array_value"), "arrayValue"), "values")]
+        items = [
+            any_value(v)
+            for v in _list(_object(_get(value, "arrayValue", "array_value"), "arrayValue"), "values")
+        ]
         items = [i for i in items if i is not None]
-        if items and all(isinstance(i, (str, bool, int, float)) for i in items) and len({type(i) for i in items}) == 1:
+        if (
+            items
+            and all(isinstance(i, (str, bool, int, float)) for i in items)
+            and len({type(i) for i in items}) == 1
+        ):
             return tuple(items)
         return json.dumps(items, default=str)
     if "kvlistValue" in value or "kvlist_value" in value:

@@ -146,7 +146,7 @@ def _protocol(header_timeout: float) -> type:
     to send a request's headers (slowloris), on a new connection or between keep-alive requests."""
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
-    class HeaderTimeoutProtocol(H11Protocol):  # type: ignore[misc]
+    class HeaderTimeoutProtocol(H11Protocol):
         _header_timer: asyncio.TimerHandle | None = None
 
         def connection_made(self, transport: Any) -> None:
@@ -230,7 +230,7 @@ class _TokenInterceptor:
         def deny(request: Any, context: Any) -> Any:
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "a token is required (authorization: Bearer …)")
 
-        class Interceptor(grpc.ServerInterceptor):
+        class Interceptor(grpc.ServerInterceptor):  # type: ignore[misc]
             def intercept_service(self, continuation: Any, details: Any) -> Any:
                 given = dict(details.invocation_metadata or ()).get("authorization", "")
                 scheme, _, value = given.partition(" ")

@@ -105,7 +105,10 @@ def ui_routes(store: Path, pool: Executor | None = None) -> list[Any]:
     def counted(traces: TraceStore) -> dict[str, str]:
         """What the store's views left out or showed once, said on every answer read from it."""
         health = traces.health()
-        return {"X-Mastrace-Skipped-Rows": str(health.skipped), "X-Mastrace-Duplicate-Spans": str(health.duplicates)}
+        return {
+            "X-Mastrace-Skipped-Rows": str(health.skipped),
+            "X-Mastrace-Duplicate-Spans": str(health.duplicates),
+        }
 
     def read_runs(text: str, errors: bool) -> tuple[list[dict[str, Any]], dict[str, str]]:
         if not (store / "segments").is_dir():
@@ -231,7 +234,9 @@ def ui_routes(store: Path, pool: Executor | None = None) -> list[Any]:
         return JSONResponse(answer[0], headers=answer[1])
 
     async def api_span(request: Request) -> Response:
-        answer = await off_loop(request, read_span, request.path_params["trace_id"], request.path_params["span_id"])
+        answer = await off_loop(
+            request, read_span, request.path_params["trace_id"], request.path_params["span_id"]
+        )
         if isinstance(answer, Response):
             return answer
         if answer[0] is None:
