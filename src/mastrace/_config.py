@@ -446,9 +446,8 @@ def _destinations(settings: Settings) -> list[Destination]:
             from .store._replay import acked_path
 
             writer = f"{socket.gethostname()}-{os.getpid()}"
-            exporter = AckRecorder(
-                exporter, acked_path(settings.local, destination_key(settings.otlp), writer)
-            )
+            key = destination_key(settings.otlp)
+            exporter = AckRecorder(exporter, acked_path(settings.local, key, writer), endpoint=key)
         remote = dict(common)
         if settings.local is not None:
             # The store holds every span: a collector that hangs must not make the process hold

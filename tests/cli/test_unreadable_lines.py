@@ -118,3 +118,17 @@ def test_a_long_line_written_after_the_store_was_opened_is_skipped_too(tmp_path:
         assert len(traces.runs()) == 1
         append_line(segment, {**root, "span_id": "3" * 16}, 40_000_000)
         assert [r.spans for r in traces.runs()] == [3]
+
+
+def test_push_skips_and_counts_them_without_holding_them(bad_store: Path, mastrace_cli: Runner) -> None:
+    """`push` sends the good spans and counts the long lines as malformed, reading them in pieces."""
+    from .test_push import Receiver
+
+    receiver = Receiver().start()
+    try:
+        proc = mastrace_cli("push", "--to", receiver.url, store=bad_store)
+    finally:
+        receiver.stop()
+    assert proc.returncode == 0, proc.stderr
+    assert "sent 3 span(s)" in proc.stdout and "2 malformed line(s) skipped" in proc.stdout
+    assert len(receiver.spans) == 3

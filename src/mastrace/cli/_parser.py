@@ -171,6 +171,14 @@ def build_parser() -> argparse.ArgumentParser:
     push.add_argument(
         "--header", action="append", metavar="KEY=VALUE", help="an HTTP/gRPC header (repeatable)"
     )
+    push.add_argument(
+        "--timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="how long to wait for the receiver's answer to each batch (default 10); a batch not "
+        "answered in time is not marked as sent",
+    )
     push.set_defaults(handler=cmd_push)
 
     prune = sub.add_parser(
