@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 
 from ..exceptions import MastraceError
 from ..exporters.otlp import destination_key
+from ..store._retention import parse_duration
 from ..store._replay import PushState, StoredSpan, live_acked, read_segment, segment_paths
 from ._forward import Sender, endpoint_identity, grpc_sender, http_sender
 from ._output import progress
@@ -83,14 +84,16 @@ def sender_for(
 
 
 def _since(text: str | None) -> int | None:
-    """`--since`: a duration back from now (`90s`, `15m`, `2h`, `1d`) or an ISO date-time, as epoch ns."""
+    """`--since`: a duration back from now (`90s`, `15m`, `2h`, `1d`) or an ISO date-time, as epoch ns
+    (to the microsecond, exactly)."""
     if not text:
         return None
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    if text[-1:] in units and text[:-1].replace(".", "", 1).isdigit():
-        return int((time.time() - float(text[:-1]) * units[text[-1]]) * 1e9)
-    from datetime import datetime, timezone
+    from datetime import datetime, timedelta, timezone
 
+    try:
+        return time.time_ns() - int(parse_duration(text) * 1e9)
+    except ValueError:
+        pass
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
@@ -99,7 +102,7 @@ def _since(text: str | None) -> int | None:
         ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
-    return int(moment.timestamp() * 1e9)
+    return (moment - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(microseconds=1) * 1000
 
 
 def _traces(stores: list[Path], refs: Sequence[str]) -> set[str] | None:
