@@ -64,6 +64,8 @@ def check_max_row_bytes(value: int) -> int:
 def _size(value: Any) -> int:
     """Bytes `value` takes in a store line (compact JSON, UTF-8)."""
     if type(value) is str:
+        if value.isprintable() and '"' not in value and "\\" not in value:  # nothing to escape
+            return (len(value) if value.isascii() else len(value.encode("utf-8", "replace"))) + 2
         return len(_string(value).encode("utf-8", "replace"))
     return len(dumps_json(value).encode("utf-8", "replace"))
 
@@ -72,11 +74,14 @@ def _string(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
-def _cut_string(text: str, budget: int) -> str:
+def _cut_string(text: str, budget: int, size: int | None = None) -> str:
     """`text` shortened, marker included, to take at most `budget` bytes as a JSON string."""
-    size = _size(text)
+    size = _size(text) if size is None else size
     if size <= budget:
         return text
+    if size == len(text) + 2:  # plain ASCII: one byte a character, no escape
+        keep = max(0, budget - 2 - len(truncation_marker(len(text))))
+        return text[:keep] + truncation_marker(len(text) - keep)
     keep = len(text)
     while True:
         # Shrink in proportion to the bytes each character takes (escapes take up to 6).
@@ -89,12 +94,13 @@ def _cut_string(text: str, budget: int) -> str:
             return cut
 
 
-def _fit(value: Any, budget: int) -> Any:
-    """`value` made to take about `budget` bytes or fewer; numbers, booleans and null stay as they are."""
-    if _size(value) <= budget:
+def _fit(value: Any, budget: int, size: int | None = None) -> Any:
+    """`value` (taking `size` bytes, when known) made to take about `budget` bytes or fewer; numbers,
+    booleans and null stay as they are."""
+    if (_size(value) if size is None else size) <= budget:
         return value
     if type(value) is str:
-        return _cut_string(value, budget)
+        return _cut_string(value, budget, size)
     if isinstance(value, list):
         return _fit_list(value, budget)
     if isinstance(value, dict):
@@ -128,7 +134,7 @@ def _fit_list(items: list[Any], budget: int) -> list[Any]:
     floors = [_floor(item, size) for item, size in zip(items, sizes, strict=True)]
     cap = _cap(sizes, floors, budget - 1 - len(items))  # brackets and commas
     if cap is not None:
-        return [_fit(item, cap) if size > cap else item for item, size in zip(items, sizes, strict=True)]
+        return [_fit(item, cap, size) if size > cap else item for item, size in zip(items, sizes, strict=True)]
     # Too many items even at their floors: keep the first ones, and a list of text says where it was cut.
     marker = _string(f"…[truncated {len(items)} items]") if all(type(i) is str for i in items) else ""
     room = budget - 1 - (len(marker) + 1 if marker else 0)
@@ -139,7 +145,7 @@ def _fit_list(items: list[Any], budget: int) -> list[Any]:
         used += floor + 1
         keep += 1
     cap = _cap(sizes[:keep], floors[:keep], room - keep) or 0
-    out = [_fit(item, cap) if size > cap else item for item, size in zip(items[:keep], sizes, strict=False)]
+    out = [_fit(item, cap, size) if size > cap else item for item, size in zip(items[:keep], sizes, strict=False)]
     if marker:
         out.append(f"…[truncated {len(items) - keep} items]")
     return out
@@ -157,7 +163,7 @@ def _fit_dict(mapping: dict[str, Any], budget: int) -> dict[str, Any]:
         cap = _cap(sizes[:keep], floors[:keep], room) if room > 0 else None
         if cap is not None:
             return {
-                key: (_fit(value, cap) if size > cap else value)
+                key: (_fit(value, cap, size) if size > cap else value)
                 for key, value, size in zip(keys[:keep], values[:keep], sizes[:keep], strict=True)
             }
         keep -= 1
