@@ -24,8 +24,8 @@ from urllib.parse import urlsplit
 
 from ..exceptions import MastraceError
 from ..exporters.otlp import destination_key
-from ..store._retention import parse_duration
 from ..store._replay import PushState, StoredSpan, live_acked, read_segment, segment_paths
+from ..store._retention import parse_duration
 from ._forward import Sender, endpoint_identity, grpc_sender, http_sender
 from ._output import progress
 from ._terminal import escape_control

@@ -134,7 +134,9 @@ def _fit_list(items: list[Any], budget: int) -> list[Any]:
     floors = [_floor(item, size) for item, size in zip(items, sizes, strict=True)]
     cap = _cap(sizes, floors, budget - 1 - len(items))  # brackets and commas
     if cap is not None:
-        return [_fit(item, cap, size) if size > cap else item for item, size in zip(items, sizes, strict=True)]
+        return [
+            _fit(item, cap, size) if size > cap else item for item, size in zip(items, sizes, strict=True)
+        ]
     # Too many items even at their floors: keep the first ones, and a list of text says where it was cut.
     marker = _string(f"…[truncated {len(items)} items]") if all(type(i) is str for i in items) else ""
     room = budget - 1 - (len(marker) + 1 if marker else 0)
@@ -145,7 +147,9 @@ def _fit_list(items: list[Any], budget: int) -> list[Any]:
         used += floor + 1
         keep += 1
     cap = _cap(sizes[:keep], floors[:keep], room - keep) or 0
-    out = [_fit(item, cap, size) if size > cap else item for item, size in zip(items[:keep], sizes, strict=False)]
+    out = [
+        _fit(item, cap, size) if size > cap else item for item, size in zip(items[:keep], sizes, strict=False)
+    ]
     if marker:
         out.append(f"…[truncated {len(items) - keep} items]")
     return out
