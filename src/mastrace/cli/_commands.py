@@ -13,7 +13,8 @@ import duckdb
 
 from ..analysis import TraceStore, render_runs, render_trace
 from ..exceptions import MastraceError
-from ..store._limits import QueryLimits, parse_size
+from ..store._limits import QueryLimits
+from ..store._retention import parse_size
 from ._output import format_rows, json_default, progress
 from ._terminal import escape_control
 

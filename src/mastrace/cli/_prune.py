@@ -6,8 +6,7 @@ import argparse
 from typing import TextIO
 
 from ..exceptions import MastraceError
-from ..store._limits import parse_size
-from ..store._retention import ACTIVE_SECONDS, Retention, parse_duration, prune
+from ..store._retention import ACTIVE_SECONDS, Retention, parse_duration, parse_size, prune
 
 __all__ = ["cmd_prune"]
 

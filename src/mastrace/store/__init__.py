@@ -12,6 +12,7 @@ from ._schema import COLUMN_NAMES
 from ._writer import LocalStoreExporter
 
 if TYPE_CHECKING:
+    from ._limits import QueryLimits
     from .reader import connect, default_store_path, query, root_files, roots_complete, segment_files
 
 # The reader imports DuckDB (~90 ms, ~15 MB): a process that only writes spans never loads it.
@@ -25,16 +26,21 @@ def __getattr__(name: str) -> Any:
         from . import reader
 
         return getattr(reader, name)
+    if name == "QueryLimits":
+        from ._limits import QueryLimits
+
+        return QueryLimits
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_READER_NAMES})
+    return sorted({*globals(), *_READER_NAMES, "QueryLimits"})
 
 
 __all__ = [
     "COLUMN_NAMES",
     "LocalStoreExporter",
+    "QueryLimits",
     "connect",
     "default_store_path",
     "query",

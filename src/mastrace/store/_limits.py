@@ -9,7 +9,6 @@ nothing spilled to disk, and a timer that interrupts the statement when its time
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,22 +16,9 @@ from typing import Final, TypeVar
 
 import duckdb
 
-__all__ = ["DEFAULT_QUERY_LIMITS", "QueryLimits", "QueryTimeout", "parse_size", "run_limited"]
+__all__ = ["DEFAULT_QUERY_LIMITS", "QueryLimits", "QueryTimeout", "run_limited"]
 
 T = TypeVar("T")
-
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)\s*$", re.IGNORECASE)
-
-
-def parse_size(text: str) -> int:
-    """Bytes in `text` such as `512MB`, `2GB`, `1.5GiB` or `1000000`; ValueError otherwise."""
-    match = _SIZE.match(text)
-    if not match:
-        raise ValueError(f"not a size: {text!r} (e.g. 512MB, 2GB, 1.5GiB)")
-    number, unit = float(match.group(1)), match.group(2).lower()
-    base = 1024 if "i" in unit else 1000
-    power = {"": 0, "b": 0, "k": 1, "m": 2, "g": 3, "t": 4}[unit[:1] if unit[:1] in "kmgt" else ""]
-    return int(number * base**power)
 
 
 @dataclass(frozen=True)

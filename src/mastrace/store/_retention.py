@@ -19,16 +19,37 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from ._limits import parse_size
 from ._schema import ROOTS_DIR, SEGMENT_SUFFIX, SEGMENTS_DIR, SKELETON_DIR, SKELETON_SUFFIX
 
-__all__ = ["ACTIVE_SECONDS", "PruneResult", "Retention", "parse_duration", "parse_retention", "prune"]
+__all__ = [
+    "ACTIVE_SECONDS",
+    "PruneResult",
+    "Retention",
+    "parse_duration",
+    "parse_retention",
+    "parse_size",
+    "prune",
+]
 
 ACTIVE_SECONDS: Final = 60.0
 """A segment written this recently is never removed: a writer may still be appending to it."""
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.IGNORECASE)
 _UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _PUSHED_DIR = "pushed"
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int:
+    """Bytes in `text` such as `512MB`, `2GB`, `1.5GiB` or `1000000`; ValueError otherwise."""
+    match = _SIZE.match(text)
+    if not match:
+        raise ValueError(f"not a size: {text!r} (e.g. 512MB, 2GB, 1.5GiB)")
+    number, unit = float(match.group(1)), match.group(2).lower()
+    base = 1024 if "i" in unit else 1000
+    power = {"": 0, "b": 0, "k": 1, "m": 2, "g": 3, "t": 4}[unit[:1] if unit[:1] in "kmgt" else ""]
+    return int(number * base**power)
 
 
 def parse_duration(text: str) -> float:
