@@ -34,7 +34,7 @@ import duckdb
 
 from ..exceptions import StoreError
 from ._limits import QueryLimits
-from ._lines import long_lines, readable_copies_folder, readable_file
+from ._lines import MAX_LINE_BYTES, long_lines, readable_copies_folder, readable_file
 from ._schema import (
     ROOTS_DIR,
     ROOTS_VIEW_NAME,
@@ -181,11 +181,41 @@ def skeleton_files(path: StorePaths = None) -> tuple[list[SkeletonFile], list[Pa
         for segment in _files(store / SEGMENTS_DIR):
             name = segment.name[: -len(SEGMENT_SUFFIX)] + SKELETON_SUFFIX
             whole = _whole_lines(segment) if name in names else None
-            if whole is None:
+            if whole is None or not _covers(folder / name, segment, whole):
                 alone.append(segment)
             else:
                 paired.append(SkeletonFile(folder / name, segment, whole))
     return paired, alone
+
+
+def _covers(skeleton: Path, segment: Path, whole: int, chunk: int = 1 << 16) -> bool:
+    """Whether the skeleton file describes the segment's last whole line: a line appended by anyone
+    but the segment's writer (by hand, by another program) has none, and then the segment's JSON is
+    read instead, so that no span goes unseen."""
+    if whole == 0:
+        return True
+    try:
+        with open(segment, "rb") as file:
+            end = whole - 1  # the last line's newline
+            last_line = 0
+            while end > 0:
+                start = max(0, end - chunk)
+                newline = os.pread(file.fileno(), end - start, start).rfind(b"\n")
+                if newline >= 0:
+                    last_line = start + newline + 1
+                    break
+                if whole - start > MAX_LINE_BYTES:
+                    return False  # longer than any line a writer of the store writes
+                end = start
+        with open(skeleton, "rb") as file:
+            size = os.fstat(file.fileno()).st_size
+            tail = os.pread(file.fileno(), min(size, 4096), max(0, size - 4096))
+        lines = tail.split(b"\n")
+        complete = lines[-2] if len(lines) >= 2 else b""
+        rel, base = complete.split(b",", 2)[:2]
+        return int(base) + int(rel) >= last_line
+    except (OSError, ValueError):
+        return False
 
 
 def _whole_lines(segment: Path, chunk: int = 1 << 16) -> int | None:
