@@ -132,3 +132,32 @@ def test_push_skips_and_counts_them_without_holding_them(bad_store: Path, mastra
     assert proc.returncode == 0, proc.stderr
     assert "sent 3 span(s)" in proc.stdout and "2 malformed line(s) skipped" in proc.stdout
     assert len(receiver.spans) == 3
+
+
+def test_every_ui_and_api_route_reads_around_them(bad_store: Path) -> None:
+    """`serve`'s pages and API answer from the good lines and say how many were skipped: the runs
+    list is not emptied by a line no reader can read."""
+    import urllib.request
+
+    from mastrace.serve import start_intake
+
+    server = start_intake(bad_store, http_port=0, grpc_port=None)
+    base = f"http://127.0.0.1:{server.http_port}"
+    try:
+        for path in (
+            "/api/runs",
+            "/api/runs/latest/spans",
+            "/runs/latest/view",
+            "/runs/latest/report",
+            "/api/diff?a=latest&b=latest",
+        ):
+            with urllib.request.urlopen(base + path, timeout=120) as reply:
+                body = reply.read()
+                assert reply.status == 200 and reply.headers["X-Mastrace-Skipped-Rows"] == "2", path
+            if path == "/api/runs":
+                (run,) = json.loads(body)
+                assert (run["name"], run["spans"]) == ("coordination.session", 3)
+            if path.endswith("/spans"):
+                assert len(json.loads(body)["spans"]) == 3
+    finally:
+        server.stop()

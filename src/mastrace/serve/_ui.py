@@ -114,10 +114,9 @@ def ui_routes(store: Path, pool: Executor | None = None) -> list[Any]:
         if not (store / "segments").is_dir():
             return [], {}
         with open_store() as traces:
-            try:
-                runs = [vars(run) for run in traces.runs(limit=500)]
-            except StoreError:  # no spans yet
+            if not traces.rows("SELECT 1 AS one FROM records LIMIT 1"):  # no spans yet
                 return [], counted(traces)
+            runs = [vars(run) for run in traces.runs(limit=500)]  # a failure is an error, not "no runs"
             if text or errors:
                 like = f"%{text}%"
                 params = [text or None, like, like, like, errors]
@@ -200,7 +199,10 @@ def ui_routes(store: Path, pool: Executor | None = None) -> list[Any]:
         try:
             value, headers = await asyncio.get_running_loop().run_in_executor(pool, read, *args)
         except StoreError as exc:
-            return PlainTextResponse(str(exc), 404)
+            # A trace that is not there is 404; a store that could not be read says so (never an empty list).
+            failed = str(exc).startswith(("query failed", "cannot read", "cannot open", "the query"))
+            status = 500 if failed else 404
+            return PlainTextResponse(str(exc), status)
         return value, {**headers, "ETag": tag, "Cache-Control": "no-cache"}
 
     async def page(request: Request) -> Response:
