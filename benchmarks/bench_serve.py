@@ -114,6 +114,16 @@ def _send_all(port: int, bodies: list[bytes]) -> None:
     conn.close()
 
 
+def _run_all(threads: list[threading.Thread]) -> float:
+    """Seconds the threads take, all started at once."""
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - start
+
+
 def _met(value: float, goal: float, unit: str) -> str:
     return f"({'met' if value <= goal else 'NOT met'}: <= {goal:g}{unit})"
 
@@ -138,12 +148,7 @@ def part_intake(spans: list[ReadableSpan], folder: Path) -> None:
         share = [bodies[i::senders] for i in range(senders)]
 
         threads = [threading.Thread(target=_send_all, args=(serve.http_port, mine)) for mine in share]
-        start = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        took = time.perf_counter() - start
+        took = _run_all(threads)
         peak = serve.rss_mb()
         serve.stop()
         print(
@@ -231,12 +236,7 @@ def part_big_senders(folder: Path, megabytes: int = 30, senders: int = 8) -> Non
             threading.Thread(target=post_until_taken, args=(serve.http_port, data, headers, codes))
             for _ in range(senders)
         ]
-        start = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        took = time.perf_counter() - start
+        took = _run_all(threads)
         peak = serve.rss_mb()
         serve.stop()
         answers = ", ".join(f"{count}x {status}" for status, count in sorted(codes.items()))

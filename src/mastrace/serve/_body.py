@@ -137,8 +137,11 @@ async def read_body(
     Raises:
         BodyError: Too large (413), over the budget (503), too slow (408) or not valid (400).
     """
-    if length is not None and length > limit:  # not read: the connection is closed after the answer
-        raise BodyError(413, f"a body of {length} bytes is over the limit of {limit}", drain=False)
+    if length is not None and length > limit:
+        # Read (not kept) when not huge, so that the sender is still reading when the answer comes.
+        raise BodyError(
+            413, f"a body of {length} bytes is over the limit of {limit}", drain=length <= _DRAIN_LIMIT
+        )
     first = length if length is not None else 0
     if first and not budget.take(first):
         raise BodyError(503, "too many bodies in flight")

@@ -29,7 +29,15 @@ from .._snapshot import Limits
 from .._transform import prepare_span
 from ..store import LocalStoreExporter
 
-__all__ = ["CONTENT_TYPES", "Intake", "IntakeError", "decode_request", "media_type", "request_spans"]
+__all__ = [
+    "CONTENT_TYPES",
+    "Intake",
+    "IntakeError",
+    "decode_request",
+    "media_type",
+    "request_spans",
+    "sequence_value",
+]
 
 _KINDS = {
     PbSpan.SPAN_KIND_INTERNAL: SpanKind.INTERNAL,
@@ -102,6 +110,18 @@ def request_spans(request: ExportTraceServiceRequest) -> Iterator[ReadableSpan |
 _SCALARS = frozenset({"string_value", "bool_value", "int_value", "double_value"})
 
 
+def sequence_value(items: list[Any]) -> Any:
+    """An OTLP array as an attribute value: a tuple when its items are scalars of one type (what
+    OpenTelemetry attributes hold), else JSON text."""
+    if (
+        items
+        and all(isinstance(i, (str, bool, int, float)) for i in items)
+        and len({type(i) for i in items}) == 1
+    ):
+        return tuple(items)
+    return json.dumps(items, default=str)
+
+
 def _value(value: AnyValue) -> Any:
     kind = value.WhichOneof("value")
     if kind in _SCALARS:
@@ -109,14 +129,7 @@ def _value(value: AnyValue) -> Any:
     if kind == "bytes_value":
         return base64.b64encode(value.bytes_value).decode()
     if kind == "array_value":
-        items = [_value(v) for v in value.array_value.values]
-        if (
-            items
-            and all(isinstance(i, (str, bool, int, float)) for i in items)
-            and len({type(i) for i in items}) == 1
-        ):
-            return tuple(items)
-        return json.dumps(items, default=str)
+        return sequence_value([_value(v) for v in value.array_value.values])
     if kind == "kvlist_value":
         return json.dumps({kv.key: _value(kv.value) for kv in value.kvlist_value.values}, default=str)
     return None

@@ -23,6 +23,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from .._snapshot import loads_json
+from ._intake import sequence_value
 
 __all__ = ["OtlpJsonError", "json_spans"]
 
@@ -148,14 +149,7 @@ def any_value(value: Any) -> Any:
             any_value(v)
             for v in _list(_object(_get(value, "arrayValue", "array_value"), "arrayValue"), "values")
         ]
-        items = [i for i in items if i is not None]
-        if (
-            items
-            and all(isinstance(i, (str, bool, int, float)) for i in items)
-            and len({type(i) for i in items}) == 1
-        ):
-            return tuple(items)
-        return json.dumps(items, default=str)
+        return sequence_value([i for i in items if i is not None])
     if "kvlistValue" in value or "kvlist_value" in value:
         pairs = _list(_object(_get(value, "kvlistValue", "kvlist_value"), "kvlistValue"), "values")
         return json.dumps(attributes(pairs), default=str)
