@@ -79,9 +79,7 @@ def test_what_cannot_be_inherited_is_said_once_per_worker(tmp_path: Path) -> Non
     proc = run_parent(tmp_path, "spawn", extra)
     assert proc.returncode == 0, proc.stderr
     assert len(query("SELECT span_id FROM records", tmp_path / "store")) == 5
-    assert (
-        "1 extra exporter(s)" in proc.stderr and "call mastrace.configure(...) in the worker" in proc.stderr
-    )
+    assert "1 extra exporter(s)" in proc.stderr and "call configure() in the worker" in proc.stderr
 
 
 def test_settings_reach_the_environment_only_while_configured(tmp_path: Path) -> None:

@@ -97,8 +97,8 @@ def inherit() -> bool:
     if left_out:
         warnings.warn(
             "mastrace: this worker process traces with its parent's settings, except "
-            f"{', '.join(left_out)}: call mastrace.configure(...) in the worker (for example in a Pool "
-            "initializer) to set them",
+            f"{', '.join(left_out)}: call configure() in the worker (for example in a Pool initializer) "
+            "to set them",
             MastraceWarning,
             stacklevel=2,
         )

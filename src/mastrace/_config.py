@@ -150,6 +150,10 @@ class _Runtime:
         self.env_token: object | None = None
         self.exit_hooks = False
         self.lock = threading.RLock()
+        # A shutdown in progress (its flush may be under way), and a SIGTERM that came meanwhile: the
+        # process then ends with it once the flush is done, not in the middle of it.
+        self.closing = 0
+        self.sigterm_waiting = False
 
 
 _RT = _Runtime()
@@ -514,7 +518,14 @@ def shutdown(timeout: float = 5.0, *, interrupted: bool = False) -> FlushResult:
         STATE.on_lost = None
         STATE.generation += 1
         _context.unpatch_threads()
+        _RT.closing += 1
+    try:
         return pipeline.shutdown(timeout)
+    finally:
+        _RT.closing -= 1
+        if _RT.sigterm_waiting and not _RT.closing:
+            _RT.sigterm_waiting = False
+            _die_of_sigterm()
 
 
 def is_configured() -> bool:
@@ -566,6 +577,11 @@ def _report_undelivered(result: FlushResult, settings: Settings | None) -> None:
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
+    if _RT.closing:
+        # A shutdown is flushing (at exit, e.g. a multiprocessing worker leaving as its pool is
+        # terminated), perhaps on the thread this handler interrupted: it ends the process once done.
+        _RT.sigterm_waiting = True
+        return
     # The handler interrupts whatever the main thread was doing, possibly inside the SDK while it
     # holds a span's lock; ending spans on this same thread could then wait on that lock forever.
     # A separate thread, joined with a bound, can only time out.
@@ -573,6 +589,11 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     closer = threading.Thread(target=_at_exit, name="mastrace-sigterm", daemon=True)
     closer.start()
     closer.join(bound)
+    _die_of_sigterm()
+
+
+def _die_of_sigterm() -> None:
+    """End the process as SIGTERM would have without mastrace's handler."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.kill(os.getpid(), signal.SIGTERM)
 

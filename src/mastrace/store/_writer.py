@@ -134,6 +134,7 @@ class LocalStoreExporter(SpanExporter):
         self._skeleton_fd: int | None = None
         self._skeleton: Path | None = None
         self._fd_pid = 0
+        self._identity = (0, 0)
         self._segment: Path | None = None
         self._roots: Path | None = None
         self._size = 0
@@ -270,11 +271,10 @@ class LocalStoreExporter(SpanExporter):
             return False
         try:
             on_disk = os.stat(self._segment)
-            ours = os.fstat(self._fd)
         except OSError:
             pass
         else:
-            if (on_disk.st_ino, on_disk.st_dev) == (ours.st_ino, ours.st_dev):
+            if (on_disk.st_ino, on_disk.st_dev) == self._identity:
                 return False
         warn_once(
             "store.gone",
@@ -309,6 +309,8 @@ class LocalStoreExporter(SpanExporter):
         self._fd_pid = pid
         self._segment = segment
         self._size = 0
+        opened = os.fstat(self._fd)
+        self._identity = (opened.st_ino, opened.st_dev)  # what `_gone` compares the file on disk with
 
     def _open_roots(self, name: str) -> None:
         roots = self.roots_dir / name
