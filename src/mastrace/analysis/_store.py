@@ -366,6 +366,7 @@ class TraceStore:
         # a trace from its skeleton files does without it.
         self.con = connect(self.paths, external_access=not sandbox, check=False, limits=limits)
         self._health: StoreHealth | None = None
+        self.truncated = False  # whether the last `table()` left rows out (`limits.max_rows`)
 
     @property
     def where(self) -> str:

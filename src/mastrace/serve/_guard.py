@@ -117,23 +117,23 @@ class Guard:
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or ()}
         refusal = self._refusal(headers)
+        tokenless = refusal is None and self.token is not None and not self._token_given(headers)
+        if scope["type"] == "websocket" and (refusal or tokenless):
+            await send({"type": "websocket.close", "code": 1008})
+            return
         if refusal is not None:
             await _answer(send, 403, refusal)
             return
-        if self.token is not None:
-            granted = self._token_given(headers)
-            if not granted:
-                query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
-                if scope.get("method") == "GET" and hmac.compare_digest(query.get("token", ""), self.token):
-                    await self._grant(scope, query, send)
-                    return
-                await _answer(
-                    send,
-                    401,
-                    "a token is required (Authorization: Bearer …)",
-                    [(b"www-authenticate", b"Bearer")],
-                )
+        if tokenless:
+            assert self.token is not None
+            query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+            if scope.get("method") == "GET" and hmac.compare_digest(query.get("token", ""), self.token):
+                await self._grant(scope, query, send)
                 return
+            await _answer(
+                send, 401, "a token is required (Authorization: Bearer …)", [(b"www-authenticate", b"Bearer")]
+            )
+            return
         await self.app(scope, receive, send)
 
     def _refusal(self, headers: dict[str, str]) -> str | None:
