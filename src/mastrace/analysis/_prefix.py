@@ -31,7 +31,8 @@ from ..exceptions import StoreError
 from ..store._lines import MAX_LINE_BYTES
 from ..store._schema import COLUMNS, VALID_ROW_SQL, read_json_sql, read_skeleton_sql
 from ..store.reader import SkeletonFile, readable_files, skeleton_files
-from ._store import SpanRow, TraceStore, span_from_line
+from ._spans import SpanRow, span_from_line
+from ._store import TraceStore
 from ._tree import CYCLE_NOTE, REUSED_NOTE, TreeNode, cycle_entries, span_line
 
 __all__ = ["TracePrefix", "read_prefix", "render_trace"]
