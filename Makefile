@@ -19,15 +19,17 @@ SUITE_DEPS := --all-extras --no-extra massgen --all-groups --no-group massgen-te
 OTHER_DEPS := $(SUITE_DEPS) --no-group phoenix
 DEMO_DIR ?= .mastrace-demo
 
-.PHONY: demo test lint format bench clean browser
+.PHONY: demo test lint format bench clean browser js
 
 .venv-bootstrap/bin/uv:
 	$(PYTHON) -m venv .venv-bootstrap
 	.venv-bootstrap/bin/pip install --quiet --disable-pip-version-check uv
 
 # The demo needs only the core dependencies; the suite needs every extra and test group.
+# A full environment (the suite's) holds the core: it is not synced down to the core's own resolution.
 $(VENV)/.synced-core: pyproject.toml uv.lock | $(UV)
-	$(UV) sync --quiet --inexact --no-default-groups
+	@if [ $(VENV)/.synced -nt pyproject.toml ] && [ $(VENV)/.synced -nt uv.lock ]; then :; \
+	else $(UV) sync --quiet --inexact --no-default-groups; fi
 	touch $@
 
 $(VENV)/.synced: pyproject.toml uv.lock | $(UV)
@@ -50,7 +52,16 @@ browser:
 	  (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) 2>&1 | tail -n 3 || \
 	  echo "chromium could not be installed: browser tests will fail"; }
 
-test: $(VENV)/.synced $(MG_VENV)/.synced $(REF_VENV)/.synced browser
+# The OpenTelemetry JS SDK and OTLP exporter, run by Node in the serve tests (from the npm registry).
+JS_DIR := tests/serve/js
+js:
+	@command -v npm >/dev/null 2>&1 || { \
+	  (apt-get update -qq && apt-get install -y -qq nodejs npm >/dev/null) 2>&1 | tail -n 3 || \
+	  echo "npm could not be installed: the OpenTelemetry JS exporter tests will be skipped"; }
+	@if command -v npm >/dev/null 2>&1 && [ ! -f $(JS_DIR)/node_modules/.package-lock.json ]; then \
+	  (cd $(JS_DIR) && npm ci --no-audit --no-fund --loglevel=error); fi
+
+test: $(VENV)/.synced $(MG_VENV)/.synced $(REF_VENV)/.synced browser js
 	$(PY) -m pytest -q; code=$$?; \
 	if [ $$code -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; \
 	if $(MG_VENV)/bin/python -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then \
@@ -83,4 +94,4 @@ bench: $(VENV)/.synced $(REF_VENV)/.synced
 	$(PY) benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) $(MG_VENV) $(REF_VENV) .venv-py310 .venv-py313 .venv-bootstrap $(DEMO_DIR) .mastrace
+	rm -rf $(VENV) $(MG_VENV) $(REF_VENV) .venv-py310 .venv-py313 .venv-bootstrap $(DEMO_DIR) .mastrace $(JS_DIR)/node_modules

@@ -7,6 +7,11 @@ Builds 100,000 real `ReadableSpan`s with 8 attributes through the OpenTelemetry 
 Each measurement is repeated (`--repeat`, fresh store each time) and the best and median runs are
 printed: the machine may be shared, and the best run is the least disturbed one.
 
+The per-row byte bound is measured side by side, alternating, on the same spans: the writer as
+shipped (1 MB bound), the same writer with its limit out of reach (no span ever reaches the cutting
+code: what remains is the comparison each span pays), and spans of which one in 10,000 carries a
+2 MB attribute that the bound must cut (goal: the bound costs at most 3% of ingest).
+
 Run: `python benchmarks/bench_store.py [--spans N] [--batch N] [--repeat N]`
 """
 
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -63,13 +69,17 @@ def build_spans(count: int) -> list[ReadableSpan]:
     return collector.spans
 
 
-def time_export(spans: list[ReadableSpan], store: str, batch: int, scrub: bool = False) -> float:
+def time_export(
+    spans: list[ReadableSpan], store: str, batch: int, scrub: bool = False, bound: int | None = None
+) -> float:
     """Seconds `LocalStoreExporter.export` takes for `spans` in batches of `batch`.
 
     With `scrub`, each batch first goes through the export thread's transform (scrubbing, size caps),
-    exactly as a destination worker does it.
+    exactly as a destination worker does it. `bound` replaces the row bound (`sys.maxsize`: none).
     """
     exporter = LocalStoreExporter(store)
+    if bound is not None:
+        exporter._encoder.max_row_bytes = bound
     scrubber, limits = Scrubber(), Limits()
     start = time.perf_counter()
     for i in range(0, len(spans), batch):
@@ -126,6 +136,53 @@ def main() -> None:
     )
     print(f"scrub+cap+export (median): {p_median:.3f} s -> {len(spans) / p_median:,.0f} spans/s")
     print(f"DuckDB count+sum scan: {min(scans):.3f} s (best) over {count:,} records")
+    bound_cost(spans, args.batch, args.repeat)
+
+
+def with_oversized(spans: list[ReadableSpan], every: int = 1000) -> list[ReadableSpan]:
+    """`spans` with one in `every` replaced by a copy carrying a 2 MB attribute (over the 1 MB bound)."""
+    out = list(spans)
+    for i in range(0, len(out), every):
+        span = out[i]
+        out[i] = ReadableSpan(
+            name=span.name,
+            context=span.context,
+            parent=span.parent,
+            resource=span.resource,
+            attributes={**(span.attributes or {}), "big": "b" * 2_000_000},
+            start_time=span.start_time,
+            end_time=span.end_time,
+            instrumentation_scope=span.instrumentation_scope,
+        )
+    return out
+
+
+def bound_cost(spans: list[ReadableSpan], batch: int, repeat: int) -> None:
+    """The row bound's cost: variants alternating on the same spans (the order reversed every other
+    round, so that a drifting machine favours none), each round's ratios to the bound out of reach,
+    and their median."""
+    oversized = with_oversized(spans, every=10_000)
+    variants = {
+        "bound off (limit out of reach)": (spans, sys.maxsize),
+        "bound on (1 MB), as shipped": (spans, None),
+        "bound on, 1 span in 10,000 over it": (oversized, None),
+    }
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    names = list(variants)
+    for round_ in range(repeat):
+        for name in names if round_ % 2 == 0 else names[::-1]:
+            chosen, bound = variants[name]
+            with tempfile.TemporaryDirectory(prefix="mastrace-bench-") as store:
+                times[name].append(time_export(chosen, store, batch, bound=bound))
+    base = times[names[0]]
+    print(f"\nper-row bound, {repeat} alternating rounds (median of each round's ratio to the bound off):")
+    ratios = {}
+    for name in names:
+        ratios[name] = statistics.median(t / b for t, b in zip(times[name], base, strict=True))
+        print(f"  {name:36} {len(spans) / min(times[name]):10,.0f} spans/s (best)  {ratios[name]:5.3f}x")
+    shipped = ratios["bound on (1 MB), as shipped"]
+    met = "met" if shipped <= 1.03 else "NOT met"
+    print(f"  cost of the bound on ingest: {(shipped - 1) * 100:+.1f}% (goal <= +3%: {met})")
 
 
 if __name__ == "__main__":

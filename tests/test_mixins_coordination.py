@@ -296,7 +296,9 @@ def test_parallel_repetitions_put_their_own_config_and_usage_on_their_session(
         assert attrs[semconv.MASSGEN_USAGE_INPUT] == tokens  # type: ignore[index]
 
 
-def test_a_session_ended_in_another_context_is_not_current_where_it_began(mastrace_spans: CapturedSpans) -> None:
+def test_a_session_ended_in_another_context_is_not_current_where_it_began(
+    mastrace_spans: CapturedSpans,
+) -> None:
     """MassGen opens its session in one task and ends it in another: later rounds are outside it."""
     from mastrace.mixins import current_session
 

@@ -126,6 +126,18 @@ CASES: dict[str, Case] = {
     "shutdown_timeout": Case(
         "MASTRACE_SHUTDOWN_TIMEOUT", "2", 7.0, lambda s: s.shutdown_timeout, 7.0, 2.0, 5.0
     ),
+    "max_row_bytes": Case(
+        "MASTRACE_MAX_ROW_BYTES", "65536", 8192, lambda s: s.max_row_bytes, 8192, 65536, 1_000_000
+    ),
+    "retention": Case(
+        "MASTRACE_RETENTION",
+        "7d",
+        "5GB",
+        lambda s: s.retention and str(s.retention),
+        "5000000000B",
+        "604800s",
+        None,
+    ),
 }
 # The other direction: an environment value that turns something on, an argument that turns it off
 # (or the reverse), for the parameters whose values are switches.
@@ -281,6 +293,9 @@ def test_explicit_shutdown_timeout_bounds_the_exit_flush(monkeypatch: pytest.Mon
         ("MASTRACE_LOCAL", "perhaps", "or a folder (MASTRACE_DIR)"),
         ("MASTRACE_OTLP", "ftp://collector", "an http:// or https:// URL"),
         ("MASTRACE_DISABLED", "sometimes", "1/0, true/false, yes/no or on/off"),
+        ("MASTRACE_MAX_ROW_BYTES", "100", "a whole number of bytes from 4096 to 8388608"),
+        ("MASTRACE_MAX_ROW_BYTES", "1GB", "a whole number of bytes from 4096 to 8388608"),
+        ("MASTRACE_RETENTION", "forever", "an age such as '7d', a size such as '5GB', or both"),
     ],
 )
 def test_a_bad_environment_value_names_the_variable_and_what_it_accepts(

@@ -431,3 +431,37 @@ def test_inject_env_repairs_a_context_left_by_a_span_ended_elsewhere() -> None:
     with capture_spans():
         found = asyncio.run(main())
     assert found["traceparent"].split("-")[2] == found["outer"]
+
+
+def test_a_wall_clock_set_back_inside_a_span_cannot_make_its_duration_negative(
+    mastrace_spans: CapturedSpans, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Durations come from the monotonic clock: the wall clock set back an hour mid-span changes
+    nothing, where the raw SDK stores about -3600 s."""
+    import time
+
+    import opentelemetry.sdk.trace as sdk_trace
+
+    real = time.time_ns
+    raw = sdk_trace.TracerProvider().get_tracer("raw").start_span("raw")
+    with mastrace.get_tracer().span("monotonic"):
+        for module in (time, sdk_trace):  # the clock as the standard library and the SDK read it
+            monkeypatch.setattr(module, "time_ns", lambda: real() - 3_600 * 10**9)
+    raw.end()
+    for module in (time, sdk_trace):
+        monkeypatch.setattr(module, "time_ns", real)
+    (span,) = mastrace_spans.spans
+    assert span.end_time is not None and span.start_time is not None
+    assert 0 <= span.end_time - span.start_time < 60 * 10**9
+    assert raw.end_time is not None and raw.start_time is not None  # type: ignore[attr-defined]
+    assert raw.end_time - raw.start_time < -3_000 * 10**9  # type: ignore[attr-defined]
+
+
+def test_a_span_given_its_own_times_keeps_them(mastrace_spans: CapturedSpans) -> None:
+    """An explicit start and end time is stored as given (no monotonic correction)."""
+    handle = mastrace.get_tracer().start_span("given")
+    handle.end()
+    span = mastrace.get_tracer().span("explicit").start(start_time=1_000, attach=False)
+    span.end(end_time=5_000)
+    stored = {s.name: (s.start_time, s.end_time) for s in mastrace_spans.spans}
+    assert stored["explicit"] == (1_000, 5_000)

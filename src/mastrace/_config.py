@@ -31,7 +31,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 
-from . import _context, _settings, semconv
+from . import _children, _context, _settings, semconv
 from ._errors import log_internal_error, logger
 from ._otel_private import replace_provider_resource, reset_global_providers
 from ._pipeline import Destination, FlushResult, Pipeline, SwitchProcessor
@@ -42,7 +42,6 @@ from .exceptions import MastraceWarning
 from .scrubbing._options import ScrubbingOptions
 
 __all__ = ["configure", "force_flush", "is_configured", "shutdown"]
-
 
 def disabled_by_env() -> bool:
     """Whether `MASTRACE_DISABLED` asks for every call to be a no-op."""
@@ -68,6 +67,8 @@ class Settings:
     synchronous: bool = False
     shutdown_timeout: float = 5.0
     otlp_exit_timeout: float = 1.0
+    max_row_bytes: int = 1_000_000
+    retention: Any = None  # a store._retention.Retention
     logfire_token_ignored: bool = False  # LOGFIRE_TOKEN is set but the logfire package is missing
     limits: Limits = field(default_factory=Limits)
 
@@ -103,6 +104,8 @@ def _resolve(arguments: Mapping[str, object]) -> Settings:
         synchronous=values["synchronous"][0],
         shutdown_timeout=values["shutdown_timeout"][0],
         otlp_exit_timeout=values["otlp_exit_timeout"][0],
+        max_row_bytes=values["max_row_bytes"][0],
+        retention=values["retention"][0],
         logfire_token_ignored=token_ignored,
     )
 
@@ -148,6 +151,10 @@ class _Runtime:
         # Arguments an in-memory capture (`mastrace.testing`) holds for its duration: they beat any
         # `configure()` call of the code under test, and `shutdown()` only flushes meanwhile.
         self.capture_pin: dict[str, object] | None = None
+        # A shutdown in progress (its flush may be under way), and a SIGTERM that came meanwhile: the
+        # process then ends with it once the flush is done, not in the middle of it.
+        self.closing = 0
+        self.sigterm_waiting = False
 
 
 _RT = _Runtime()
@@ -179,6 +186,8 @@ def configure(
     max_queue_size: int | UnsetType | None = UNSET,
     shutdown_timeout: float | UnsetType | None = UNSET,
     otlp_exit_timeout: float | UnsetType | None = UNSET,
+    max_row_bytes: int | UnsetType | None = UNSET,
+    retention: str | UnsetType | None = UNSET,
     synchronous: bool | UnsetType = UNSET,
 ) -> None:
     """Set up tracing for this process. Safe to call more than once.
@@ -231,6 +240,12 @@ def configure(
             Env: `MASTRACE_SHUTDOWN_TIMEOUT`. Default: 5.0.
         otlp_exit_timeout: Seconds of that an OTLP collector that is down or slow may take; what it
             does not take stays in the local store. Env: `MASTRACE_OTLP_EXIT_TIMEOUT`. Default: 1.0.
+        max_row_bytes: The most bytes one span may take in the local store (4096 to 8 MiB): the
+            largest values of a bigger span are cut, each with a visible truncation marker, and the
+            span gets `mastrace.truncated = true`. Env: `MASTRACE_MAX_ROW_BYTES`. Default: 1000000.
+        retention: What the local store keeps: an age (`"7d"`), a size (`"5GB"`) or both
+            (`"7d,5GB"`); each time the writer starts a new segment it removes the oldest segments
+            beyond it, as `mastrace prune` does. Env: `MASTRACE_RETENTION`. Default: keep everything.
         synchronous: Export on the calling thread when a span ends (for tests and scripts).
 
     Raises:
@@ -260,6 +275,8 @@ def configure(
         "max_queue_size": max_queue_size,
         "shutdown_timeout": shutdown_timeout,
         "otlp_exit_timeout": otlp_exit_timeout,
+        "max_row_bytes": max_row_bytes,
+        "retention": retention,
         "synchronous": synchronous,
     }
     settings = _resolve({**arguments, **pinned_arguments()})
@@ -337,6 +354,7 @@ def _initialize(settings: Settings) -> None:
     STATE.capture_content = settings.capture_content
     STATE.on_lost = pipeline.note_lost
     STATE.generation += 1
+    _children.publish(settings)  # what spawn/forkserver workers configure themselves from
 
 
 def _provider_for(settings: Settings) -> trace.TracerProvider:
@@ -450,7 +468,9 @@ def _destinations(settings: Settings) -> list[Destination]:
 
         # strict=False: an unwritable folder is one warning and counted failures, not an exception
         # in the application; the other destinations keep working.
-        store = LocalStoreExporter(settings.local, strict=False)
+        store = LocalStoreExporter(
+            settings.local, strict=False, max_row_bytes=settings.max_row_bytes, retention=settings.retention
+        )
         out.append(Destination("local", store, transform, **common))
     if settings.otlp:
         from .exporters.otlp import build_otlp_exporter, guard_otlp_exporter
@@ -461,9 +481,8 @@ def _destinations(settings: Settings) -> list[Destination]:
             from .store._replay import acked_path
 
             writer = f"{socket.gethostname()}-{os.getpid()}"
-            exporter = AckRecorder(
-                exporter, acked_path(settings.local, destination_key(settings.otlp), writer)
-            )
+            key = destination_key(settings.otlp)
+            exporter = AckRecorder(exporter, acked_path(settings.local, key, writer), endpoint=key)
         remote = dict(common)
         if settings.local is not None:
             # The store holds every span: a collector that hangs must not make the process hold
@@ -557,12 +576,20 @@ def shutdown(timeout: float = 5.0, *, interrupted: bool = False) -> FlushResult:
         _RT.switch.pipeline = None
         _RT.pipeline = None
         _RT.settings = None
+        _children.forget()
         STATE.provider = None
         STATE.capture_content = None
         STATE.on_lost = None
         STATE.generation += 1
         _context.unpatch_threads()
+        _RT.closing += 1
+    try:
         return pipeline.shutdown(timeout)
+    finally:
+        _RT.closing -= 1
+        if _RT.sigterm_waiting and not _RT.closing:
+            _RT.sigterm_waiting = False
+            _die_of_sigterm()
 
 
 def is_configured() -> bool:
@@ -614,6 +641,11 @@ def _report_undelivered(result: FlushResult, settings: Settings | None) -> None:
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
+    if _RT.closing:
+        # A shutdown is flushing (at exit, e.g. a multiprocessing worker leaving as its pool is
+        # terminated), perhaps on the thread this handler interrupted: it ends the process once done.
+        _RT.sigterm_waiting = True
+        return
     # The handler interrupts whatever the main thread was doing, possibly inside the SDK while it
     # holds a span's lock; ending spans on this same thread could then wait on that lock forever.
     # A separate thread, joined with a bound, can only time out.
@@ -621,6 +653,11 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     closer = threading.Thread(target=_at_exit, name="mastrace-sigterm", daemon=True)
     closer.start()
     closer.join(bound)
+    _die_of_sigterm()
+
+
+def _die_of_sigterm() -> None:
+    """End the process as SIGTERM would have without mastrace's handler."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.kill(os.getpid(), signal.SIGTERM)
 

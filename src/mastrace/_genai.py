@@ -35,6 +35,7 @@ __all__ = [
     "server_of",
 ]
 
+
 class Conversation:
     """The conversation of a coordination session: its id while the session is open, None after.
 
@@ -59,6 +60,7 @@ def current_conversation_id() -> str | None:
     """The conversation id of the open coordination session around the code, if any."""
     held = conversation.get()
     return None if held is None else held.id
+
 
 _PRIMITIVE = (str, int, float, bool)
 

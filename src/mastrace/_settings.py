@@ -426,6 +426,57 @@ OTLP_EXIT_TIMEOUT: Final = Param[float](
     accepts="a number of seconds, at least 0",
     none_is_unset=True,
 )
+
+
+def _check_row_bytes(value: Any) -> int:
+    from .store._bound import check_max_row_bytes
+
+    return check_max_row_bytes(value)
+
+
+MAX_ROW_BYTES: Final = Param[int](
+    name="max_row_bytes",
+    env=("MASTRACE_MAX_ROW_BYTES",),
+    type="int",
+    default=1_000_000,
+    default_doc="`1000000`",
+    parser=_parse_int,
+    check=_check_row_bytes,
+    doc="Most bytes one span takes in the local store; its largest values are cut (with a marker) to fit.",
+    accepts="a whole number of bytes from 4096 to 8388608",
+    none_is_unset=True,
+)
+
+
+def _parse_retention(var: str, text: str) -> Any:
+    from .store._retention import parse_retention
+
+    return parse_retention(text)
+
+
+def _check_retention(value: Any) -> Any:
+    from .store._retention import Retention, parse_retention
+
+    if isinstance(value, Retention):
+        return value
+    if not isinstance(value, str):
+        raise TypeError(value)
+    return parse_retention(value)
+
+
+RETENTION: Final = Param[Any](
+    name="retention",
+    env=("MASTRACE_RETENTION",),
+    type="str",
+    default=None,
+    default_doc="keep everything",
+    parser=_parse_retention,
+    check=_check_retention,
+    doc="What the local store keeps: an age (`7d`), a size (`5GB`) or both; older segments are removed "
+    "whenever a new one starts.",
+    accepts="an age such as '7d', a size such as '5GB', or both ('7d,5GB')",
+    none_is_unset=True,
+)
 SYNCHRONOUS: Final = Param[bool](
     name="synchronous",
     env=(),
@@ -514,6 +565,8 @@ PARAMS: Final[tuple[Param[Any], ...]] = (
     MAX_QUEUE_SIZE,
     SHUTDOWN_TIMEOUT,
     OTLP_EXIT_TIMEOUT,
+    MAX_ROW_BYTES,
+    RETENTION,
     SYNCHRONOUS,
     DISABLED,
     HINTS,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -26,9 +27,26 @@ class State:
     capture_content: bool | None = None
     # Told about each span that could not be created or ended: the pipeline counts it as dropped.
     on_lost: Callable[[int], None] | None = None
+    # In a process started by a configured one (multiprocessing's spawn or forkserver): configures
+    # mastrace from the parent's settings the first time a tracer finds it unconfigured (once).
+    inherit: Callable[[], bool] | None = None
 
 
 STATE = State()
+
+CHILD_SETTINGS_ENV = "MASTRACE_CHILD_SETTINGS"
+"""The settings a configured process leaves its spawn/forkserver workers (see `_children`)."""
+
+
+def _inherit() -> bool:
+    from ._children import inherit  # only in a process that may be such a worker
+
+    return inherit()
+
+
+# Here rather than in `_config`: a worker's first span may come before anything imports `_config`.
+if os.environ.get(CHILD_SETTINGS_ENV):  # perhaps a worker of a configured process
+    STATE.inherit = _inherit
 
 
 def bump(counter: str, n: int = 1) -> None:

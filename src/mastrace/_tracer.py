@@ -166,9 +166,11 @@ class Span:
         "_json_keys",
         "_kind",
         "_links",
+        "_mono",
         "_name",
         "_otel",
         "_span",
+        "_t0",
         "_token",
     )
 
@@ -190,6 +192,10 @@ class Span:
         self._token: contextvars.Token[Context] | None = None
         self._ctx: Context | None = None
         self._json_keys: dict[str, str] | None = None  # key -> JSON text, for logfire.json_schema
+        # The start on the wall clock and on the monotonic clock: the end is the start plus the
+        # monotonic time elapsed, so that a wall clock set back meanwhile cannot make it negative.
+        self._t0 = 0
+        self._mono = 0
 
     # -- lifecycle --------------------------------------------------------------------------------
     def start(self, *, attach: bool = True, start_time: int | None = None) -> Span:
@@ -212,6 +218,10 @@ class Span:
                 parent = _repair(var, parent)
         else:  # pragma: no cover - a custom runtime context
             parent = otel_context.get_current()
+        if start_time is None:
+            start_time = time.time_ns()
+            self._mono = time.perf_counter_ns()
+        self._t0 = start_time
         span = self._otel.start_span(
             self._name, parent, self._kind or SpanKind.INTERNAL, attrs, links, start_time
         )
@@ -263,6 +273,8 @@ class Span:
             if self._json_keys:
                 span.set_attribute(semconv.LOGFIRE_JSON_SCHEMA, json_schema(self._json_keys))
         finally:  # whatever failed above, the span ends and is exported
+            if end_time is None and self._mono:
+                end_time = self._t0 + (time.perf_counter_ns() - self._mono)
             try:
                 span.end(end_time)
             finally:
@@ -521,6 +533,10 @@ class Tracer:
         state = STATE
         if self._gen != state.generation:
             provider = state.provider
+            if provider is None and state.inherit is not None:
+                inherit, state.inherit = state.inherit, None
+                if inherit():
+                    provider = state.provider
             self._otel = provider.get_tracer(self.name, self.version) if provider is not None else None
             self._gen = state.generation
         return self._otel

@@ -242,3 +242,68 @@ def test_spans_from_named_files_fall_back_to_every_file(tmp_path: Path) -> None:
         ids = [s.span_id for s in store.spans(tid)][:20]
         got = store.spans(tid, only=ids, files=[str(path / "segments" / "gone.ndjson")])
         assert sorted(s.span_id for s in got) == sorted(ids)
+
+
+def test_a_parent_cycle_is_shown_with_a_note_not_hidden() -> None:
+    """Spans that are each other's parent (no root reaches them) hang under one of them, noted."""
+    roots = build_tree([_row("a", None, 0), _row("x", "z", 10), _row("y", "x", 20), _row("z", "y", 30)])
+    shown = [(n.span.span_id, n.depth, n.note) for n in walk(roots)]
+    assert [s[:2] for s in shown] == [("a", 0), ("x", 0), ("y", 1), ("z", 2)]
+    assert "parent cycle" in shown[1][2] and shown[2][2] == shown[3][2] == ""
+    assert "⚠ in a parent cycle" in render_tree([_row("x", "y", 10), _row("y", "x", 20)])
+
+
+def test_a_reused_span_id_is_shown_once_with_a_note() -> None:
+    """Two different spans with one id: the one that ended last is shown, with a note; an exact
+    copy is simply shown once."""
+    first, second = _row("r", None, 0, name="first"), _row("r", None, 5, name="second")
+    (root,) = build_tree([first, second, _row("c", "r", 7)])
+    assert root.span.name == "second" and "stored 2 times with different content" in root.note
+    assert [c.span.span_id for c in root.children] == ["c"]
+    (plain,) = build_tree([first, first])
+    assert plain.note == "" and plain.children == []
+
+
+def _write(store: Path, rows: list[tuple[int, int | None, int, str]]) -> None:
+    """Spans (id, parent, start ms, name) of one trace, written as the store's writer writes them."""
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.trace import SpanContext, TraceFlags
+
+    from mastrace.store import LocalStoreExporter
+
+    flags = TraceFlags(TraceFlags.SAMPLED)
+    exporter = LocalStoreExporter(store)
+    exporter.export(
+        [
+            ReadableSpan(
+                name=name,
+                context=SpanContext(0xABC, span_id, False, flags),
+                parent=SpanContext(0xABC, parent, False, flags) if parent else None,
+                resource=Resource({}),
+                start_time=start * 1_000_000,
+                end_time=start * 1_000_000 + 500_000,
+            )
+            for span_id, parent, start, name in rows
+        ]
+    )
+    exporter.shutdown()
+
+
+def test_tree_and_view_of_a_store_note_cycles_and_reused_ids(tmp_path: Path) -> None:
+    """From the skeleton files too: a cycle's spans and a reused id are drawn, with their notes."""
+    from mastrace.analysis import render_trace_html
+
+    store = tmp_path / "store"
+    _write(store, [(1, None, 1, "root"), (2, 1, 2, "child"), (6, 7, 6, "six"), (7, 6, 7, "seven")])
+    _write(store, [(2, 1, 3, "child again")])  # the same id, other content, ending later
+    with TraceStore(store) as traces:
+        trace_id = traces.resolve("latest")
+        text = render_trace(traces, trace_id, max_spans=None)
+        page = render_trace_html(traces, trace_id)
+    lines = text.splitlines()
+    assert len(lines) == 4 and "more span" not in text
+    assert lines[1].startswith("└── child again") and "stored 2 times with different content" in lines[1]
+    assert lines[2].startswith("six") and "in a parent cycle" in lines[2]
+    assert lines[3].startswith("└── seven")
+    assert page.count('class="row"') == 4 and page.count("in a parent cycle") >= 1

@@ -297,17 +297,21 @@ def test_bad_destinations_and_records(tmp_path: Path, mastrace_cli: Runner, rece
 
 def test_push_since_and_from_several_stores(tmp_path: Path, receiver: Receiver, mastrace_cli: Runner) -> None:
     """`--since` sends only recent spans; several `--store`s are pushed together, each remembered apart."""
-    import time as _time
+    from datetime import datetime, timezone
 
     old, new = tmp_path / "old", tmp_path / "new"
     mastrace.configure(local=old, service_name="old")
     _emit(3, "old")
     mastrace.shutdown()
-    _time.sleep(1.2)
     mastrace.configure(local=new, service_name="new")
     _emit(4, "new")
     mastrace.shutdown()
-    proc = mastrace_cli("push", "--since", "1s", "--to", receiver.url, "--store", str(old), store=new)
+    # The moment between the two: the first start of the new spans (to the microsecond, rounded
+    # down), whatever time passed between them on a slow machine.
+    first_new = min(r["start_ns"] for r in _stored(new))
+    assert max(r["start_ns"] for r in _stored(old)) < first_new // 1000 * 1000
+    since = datetime.fromtimestamp(first_new // 1000 / 1e6, tz=timezone.utc).isoformat()
+    proc = mastrace_cli("push", "--since", since, "--to", receiver.url, "--store", str(old), store=new)
     assert proc.returncode == 0, proc.stderr
     assert "sent 4 span(s)" in proc.stdout
     proc = mastrace_cli("push", "--to", receiver.url, "--store", str(old), store=new)

@@ -60,3 +60,39 @@ def test_bad_sql_fails_cleanly(mastrace_cli: Runner, demo_store: Path) -> None:
     assert result.returncode == 2
     assert "query failed" in result.stderr and "syntax error" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_query_that_runs_too_long_is_stopped(mastrace_cli: Runner, demo_store: Path) -> None:
+    """`--timeout` stops a statement that would run for hours: exit 2, one line saying how to raise it."""
+    proc = mastrace_cli(
+        "query", "--timeout", "1", "SELECT count(*) FROM range(10000000000000) a", store=demo_store
+    )
+    assert proc.returncode == 2
+    assert "ran longer than 1 s" in proc.stderr and "--timeout" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_a_query_that_needs_too_much_memory_fails_cleanly(mastrace_cli: Runner, demo_store: Path) -> None:
+    """A recursive CTE doubling its rows hits `--memory` and fails in one line, with no spill to disk."""
+    sql = (
+        "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r, range(2) WHERE i < 40) "
+        "SELECT count(*) FROM r"
+    )
+    proc = mastrace_cli("query", "--memory", "200MB", sql, store=demo_store)
+    assert proc.returncode == 2
+    assert "more memory than its limit" in proc.stderr and "--memory" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_only_max_rows_are_printed_and_the_rest_is_said(mastrace_cli: Runner, demo_store: Path) -> None:
+    """A result longer than `--max-rows` is cut, and stderr says so; `--max-rows 0` prints all."""
+    cut = mastrace_cli(
+        "query", "--format", "json", "--max-rows", "5", "SELECT * FROM range(50)", store=demo_store
+    )
+    assert cut.returncode == 0 and len(json.loads(cut.stdout)) == 5
+    assert "only the first 5 rows" in cut.stderr
+    full = mastrace_cli(
+        "query", "--format", "json", "--max-rows", "0", "SELECT * FROM range(50)", store=demo_store
+    )
+    assert len(json.loads(full.stdout)) == 50 and not full.stderr
+    assert mastrace_cli("query", "--memory", "lots", "SELECT 1", store=demo_store).returncode == 2

@@ -101,6 +101,8 @@ def _row(node: TreeNode, category: str, origin_us: int, total_us: int, duration:
     name = _escape(span.label)
     shown = _escape(duration)
     mark = '<span class="err">✗</span>' if category == "error" else ""
+    if node.note:  # an id reused by different spans, or a parent cycle: said, not hidden
+        mark += f'<span class="err" title="{_escape(node.note)}">⚠</span>'
     title = f"{name} · {shown}"
     pad = 8 + node.depth * _INDENT_PX
     instant = span.span_type == "log" or span.end_us == span.start_us
@@ -141,11 +143,12 @@ def render_html(spans: Sequence[SpanRow], *, max_spans: int = DEFAULT_MAX_SPANS)
         spans: The spans of one trace.
         max_spans: Draw at most this many spans (depth-first order); the page says how many were left out.
     """
-    nodes = list(walk(build_tree(spans)))[:max_spans]
+    everything = list(walk(build_tree(spans)))
+    nodes = everything[:max_spans]
     origin = min((s.start_us for s in spans), default=0)
     end = max((s.end_us for s in spans), default=origin)
-    errors = sum(1 for s in spans if s.is_error)
-    return _page(nodes, spans[0].trace_id if spans else "-", len(spans), errors, origin, end)
+    errors = sum(1 for node in everything if node.span.is_error)
+    return _page(nodes, spans[0].trace_id if spans else "-", len(everything), errors, origin, end)
 
 
 def render_trace_html(store: TraceStore, trace_id: str, *, max_spans: int = DEFAULT_MAX_SPANS) -> str:
@@ -188,6 +191,8 @@ def _page(nodes: Sequence[TreeNode], trace_id: str, total: int, errors: int, ori
         rows.append(_row(node, category, origin, total_us, duration))
         offset = format_duration((span.start_us - origin) / 1e6)
         data[span.span_id] = _span_data(span, category, offset, duration)
+        if node.note:
+            data[span.span_id]["note"] = node.note
     root = nodes[0].span if nodes else None
     title = root.label if root else "empty trace"
     meta = f"trace {trace_id} · {format_duration(total_us / 1e6)} · {total} spans · {errors} with errors"

@@ -28,10 +28,12 @@ from typing import Any, NamedTuple
 
 from .. import semconv
 from ..exceptions import StoreError
+from ..store._lines import MAX_LINE_BYTES
 from ..store._schema import COLUMNS, VALID_ROW_SQL, read_json_sql, read_skeleton_sql
-from ..store.reader import SkeletonFile, skeleton_files
-from ._store import SpanRow, TraceStore, span_from_line
-from ._tree import TreeNode, span_line
+from ..store.reader import SkeletonFile, readable_files, skeleton_files
+from ._spans import SpanRow, span_from_line
+from ._store import TraceStore
+from ._tree import CYCLE_NOTE, REUSED_NOTE, TreeNode, cycle_entries, span_line
 
 __all__ = ["TracePrefix", "read_prefix", "render_trace"]
 
@@ -42,6 +44,25 @@ _ERROR_SQL = (
 )
 _KIDS = "_mastrace_kids"
 _TOTALS_SQL = f"SELECT count(*), min(s), max(e), count_if(err) FROM {_SKELETON}"
+# A span stored more than once is one span: the copy that ended last is kept (as in `records`).
+_DISTINCT_SQL = f"SELECT count(*), count(DISTINCT span_id) FROM {_SKELETON}"
+_REUSED_SQL = (
+    f"SELECT span_id, count(*) FROM {_SKELETON} GROUP BY span_id HAVING count(DISTINCT (parent, s, e)) > 1"
+)
+_ONCE_SQL = f"""
+DELETE FROM {_SKELETON} WHERE rowid IN (
+    SELECT rowid FROM (
+        SELECT rowid,
+               row_number() OVER (PARTITION BY span_id ORDER BY e DESC, file DESC, off DESC NULLS LAST) AS r
+        FROM {_SKELETON}
+    ) WHERE r > 1
+)"""
+# Spans the walk from the roots did not reach (they hang under a parent cycle), and the cycle
+# members that become roots so that they are shown.
+_STRANDED_SQL = (
+    f"SELECT span_id, parent, s, e FROM {_SKELETON} WHERE span_id NOT IN (SELECT unnest($ids::UBIGINT[]))"
+)
+_ROOTED_SQL = f"UPDATE {_SKELETON} SET parent = NULL WHERE span_id IN (SELECT unnest($ids::UBIGINT[]))"
 # Each parent's number of children (self-parents left out).
 _KIDS_SQL = (
     f"CREATE OR REPLACE TEMP TABLE {_KIDS} AS "
@@ -194,6 +215,7 @@ def read_prefix(store: TraceStore, trace_id: str, max_spans: int | None) -> Trac
         store.execute(f"CREATE OR REPLACE TEMP TABLE {_SKELETON} AS {_FROM_RECORDS}", {"trace": trace_id})
         files = []
     try:
+        notes = _once(store)
         total, origin, end, errors = store.table(_TOTALS_SQL)[1][0]
         if not total:
             store.require_trace(trace_id, found=False)
@@ -201,6 +223,8 @@ def read_prefix(store: TraceStore, trace_id: str, max_spans: int | None) -> Trac
         # One more than asked: whether spans reachable from a root were left out.
         bound = (1 << 62) if max_spans is None else max(0, max_spans) + 1
         order = _walk(_levels(store, bound), bound)
+        if len(order) < min(bound, total) and _break_cycles(store, order, notes):
+            order = _walk(_levels(store, bound), bound)
     finally:
         store.execute(f"DROP TABLE IF EXISTS {_SKELETON}; DROP TABLE IF EXISTS {_KIDS}")
     truncated = max_spans is not None and len(order) > max_spans
@@ -210,9 +234,37 @@ def read_prefix(store: TraceStore, trace_id: str, max_spans: int | None) -> Trac
     shown = []
     for kept, depth in order:
         span_id = f"{kept.span_id:016x}"
-        shown.append(TreeNode(full.get(span_id) or SpanRow(trace_id, span_id, None, "", 0, 0, 0.0), depth))
+        row = full.get(span_id) or SpanRow(trace_id, span_id, None, "", 0, 0, 0.0)
+        shown.append(TreeNode(row, depth, note=notes.get(kept.span_id, "")))
     last = [kept.rank == kept.n - 1 for kept, _ in order]
     return TracePrefix(shown, last, int(total), int(origin), int(end), int(errors or 0), truncated)
+
+
+def _once(store: TraceStore) -> dict[int, str]:
+    """Keep one copy of each span in `_SKELETON` (the one that ended last, as `records` does); return
+    a note for each span id whose copies differ (an id reused by different spans)."""
+    (rows, distinct), *_ = store.table(_DISTINCT_SQL)[1]
+    if rows == distinct:
+        return {}
+    notes = {int(span_id): REUSED_NOTE.format(n=n) for span_id, n in store.table(_REUSED_SQL)[1]}
+    store.execute(_ONCE_SQL)
+    return notes
+
+
+def _break_cycles(store: TraceStore, order: list[tuple[_Kept, int]], notes: dict[int, str]) -> bool:
+    """Every span a root reaches was walked and some are left: they hang under parent cycles. Make
+    one span of each cycle a root (noted in `notes`); return whether there was any."""
+    reached = [kept.span_id for kept, _ in order]
+    rows = store.table(_STRANDED_SQL, {"ids": reached})[1]
+    parents = {int(span_id): int(parent) for span_id, parent, _, _ in rows if parent is not None}
+    order_key = {int(span_id): (s, e, int(span_id)) for span_id, _, s, e in rows}
+    entries = cycle_entries(parents, order_key.__getitem__)
+    if not entries:
+        return False
+    store.execute(_ROOTED_SQL, {"ids": entries})
+    store.execute(_KIDS_SQL)
+    notes.update(dict.fromkeys(entries, CYCLE_NOTE))
+    return True
 
 
 def _copy_skeleton(store: TraceStore, trace_id: str, paired: list[SkeletonFile], alone: list[Path]) -> None:
@@ -223,6 +275,8 @@ def _copy_skeleton(store: TraceStore, trace_id: str, paired: list[SkeletonFile],
     if paired:
         parts.append(_FROM_SKELETON_FILES.format(source=read_skeleton_sql(names[: len(paired)])))
     if alone:
+        # A segment holding a line too long to read is read as a copy without it: named as DuckDB sees it.
+        names[len(paired) :] = readable_files(names[len(paired) :])
         parts.append(_FROM_SEGMENTS.format(source=read_json_sql(names[len(paired) :])))
     select = " UNION ALL ".join(parts) or (
         "SELECT NULL::UBIGINT AS span_id, NULL::UBIGINT AS parent, 0 AS s, 0 AS e, false AS err, "
@@ -271,7 +325,7 @@ def _read_lines(path: str, spans: list[_Kept], chunk: int = 4096) -> list[bytes]
         for offset in sorted(span.off or 0 for span in spans):
             data = os.pread(fd, chunk, offset)
             end = data.find(b"\n")
-            while end < 0 and len(data) % chunk == 0 and data:  # a long line: read on to its end
+            while end < 0 and len(data) % chunk == 0 and 0 < len(data) <= MAX_LINE_BYTES:  # a long line
                 more = os.pread(fd, len(data), offset + len(data))
                 if not more:
                     break

@@ -31,6 +31,7 @@ import duckdb
 from .. import semconv
 from ..exceptions import StoreError
 from ..store._schema import COLUMNS, ROOTS_VIEW_NAME, VIEW_NAME
+from ..store.reader import StoreHealth
 from ._store import RunRef, RunSummary, TraceStore
 
 __all__ = ["QueryAPIClient", "QueryRefused", "SourceStore", "source_url"]
@@ -256,6 +257,11 @@ class SourceStore(TraceStore):
         self._fetched: list[Any] = []  # the Arrow tables read so far, which `records` reads in place
         self.con = _local_connection()
         _show_records(self.con, None)
+        # What the local store's reader counts is the source's own to keep: nothing malformed or
+        # stored twice reaches its answers, and it applies its own limits.
+        self.limits = None
+        self.truncated = False
+        self._health = StoreHealth(0, 0)
 
     @property
     def where(self) -> str:

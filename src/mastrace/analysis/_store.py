@@ -10,25 +10,38 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 
 from .. import semconv
-from .._snapshot import loads_json
 from ..exceptions import StoreError
-from ..store._schema import SEGMENTS_DIR, STORED_FIELDS, read_json_sql, view_sql
+from ..store._limits import QueryLimits, QueryTimeout, run_limited
+from ..store._schema import SEGMENTS_DIR, read_json_sql, view_sql
 from ..store._sql_compat import portable_sql
-from ..store.reader import StorePaths, connect, roots_complete, segment_files, skipped_rows, store_paths
+from ..store.reader import (
+    StoreHealth,
+    StorePaths,
+    check_store,
+    connect,
+    readable_files,
+    refresh_views,
+    roots_complete,
+    segment_files,
+    store_paths,
+)
 from ._kinds import AGENT_SPAN_SQL, format_cost
+from ._spans import SpanRow, loads_as, span_from_line, span_row
 
 __all__ = ["RunRef", "RunSummary", "SpanRow", "TraceStore", "span_from_line"]
 
 _HEX = re.compile(r"^[0-9a-f]+$")
+_READS_RECORDS = re.compile(r"\brecords\b", re.IGNORECASE)
+T = TypeVar("T")
 _MIN_PREFIX = 4
 _ALIASES = {"latest": 0, "last": 0, "previous": 1, "prev": 1}
 
@@ -118,6 +131,9 @@ ORDER BY start_timestamp, span_id
 """
 _SPANS_SQL = _SPAN_SKELETON.format(details="," + _SPAN_DETAILS, only="", table="records")
 _LIGHT_SPANS_SQL = _SPAN_SKELETON.format(details="", only="", table="records")
+_LIGHT_SPANS_SINCE_SQL = _SPAN_SKELETON.format(
+    details="", only=" AND end_timestamp >= make_timestamp(CAST(? AS BIGINT))", table="records"
+)
 _SOME_FILES_VIEW = "_mastrace_some_files"  # `records` over a few segment files
 _SOME_SPANS_SQL, _SOME_SPANS_IN_FILES_SQL = (
     _SPAN_SKELETON.format(
@@ -162,61 +178,6 @@ class RunSummary:
     """The cost as printed: significant digits, or unknown with the models named; empty without usage."""
 
 
-@dataclass
-class SpanRow:
-    """One span of a trace, with JSON columns decoded."""
-
-    trace_id: str
-    span_id: str
-    parent_span_id: str | None
-    name: str
-    start_us: int
-    end_us: int
-    duration: float
-    span_type: str = "span"
-    level: int = 9
-    message: str | None = None
-    attributes: dict[str, Any] = field(default_factory=dict)
-    events: list[dict[str, Any]] = field(default_factory=list)
-    links: list[dict[str, Any]] = field(default_factory=list)
-    is_exception: bool = False
-    exception_type: str | None = None
-    exception_message: str | None = None
-    exception_stacktrace: str | None = None
-    otel_status_code: str = "UNSET"
-    otel_status_message: str | None = None
-    otel_kind: str = "internal"
-    scope_name: str | None = None
-    scope_version: str | None = None
-    service_name: str | None = None
-    resource: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def label(self) -> str:
-        """What Logfire shows for the span: its formatted message (`logfire.msg`) when it has one
-        that differs from the name (a template such as `Agent restart: {agent_id}`), else the name."""
-        return self.message if self.message and self.message != self.name else self.name
-
-    @property
-    def is_error(self) -> bool:
-        """Whether the span ended in error (error status, exception, or error level)."""
-        return self.otel_status_code == "ERROR" or self.is_exception or self.level >= semconv.LEVEL_ERROR
-
-
-def _loads(text: str | None, default: Any) -> Any:
-    """Parsed JSON of the same shape as `default` (an object or an array), else `default`; a value
-    that is parsed already is taken as it is."""
-    if isinstance(text, type(default)):
-        return text
-    if not text or not isinstance(text, str):
-        return default
-    try:
-        value = loads_json(text)
-    except (ValueError, RecursionError):
-        return default
-    return value if isinstance(value, type(default)) else default
-
-
 def _naive_utc(relation: duckdb.DuckDBPyRelation) -> duckdb.DuckDBPyRelation:
     """`relation` with TIMESTAMPTZ columns as naive UTC timestamps (the session is in UTC).
 
@@ -232,123 +193,6 @@ def _naive_utc(relation: duckdb.DuckDBPyRelation) -> duckdb.DuckDBPyRelation:
             f"CAST({quoted} AS TIMESTAMP) AS {quoted}" if kind == "TIMESTAMP WITH TIME ZONE" else quoted
         )
     return relation.project(", ".join(columns))
-
-
-def _span_row(row: dict[str, Any]) -> SpanRow:
-    return SpanRow(
-        trace_id=row["trace_id"],
-        span_id=row["span_id"],
-        parent_span_id=row.get("parent_span_id"),
-        name=row.get("span_name") or "",
-        start_us=int(row["start_us"]),
-        end_us=int(row["end_us"]),
-        duration=float(row.get("duration") or 0.0),
-        span_type=row.get("span_type") or "span",
-        level=int(row.get("level") or 9),
-        message=row.get("message"),
-        attributes=_loads(row.get("attributes"), {}),
-        events=_loads(row.get("otel_events"), []),
-        links=_loads(row.get("otel_links"), []),
-        is_exception=bool(row.get("is_exception")),
-        exception_type=row.get("exception_type"),
-        exception_message=row.get("exception_message"),
-        exception_stacktrace=row.get("exception_stacktrace"),
-        otel_status_code=row.get("otel_status_code") or "UNSET",
-        otel_status_message=row.get("otel_status_message"),
-        otel_kind=row.get("otel_kind") or "internal",
-        scope_name=row.get("otel_scope_name"),
-        scope_version=row.get("otel_scope_version"),
-        service_name=row.get("service_name"),
-        resource=_loads(row.get("resource"), {}),
-    )
-
-
-_SQL_TYPES = {
-    "VARCHAR": str,
-    "VARCHAR[]": list,
-    "BOOLEAN": bool,
-    "BIGINT": int,
-    "SMALLINT": int,
-    "INTEGER": int,
-}
-# JSON value type -> the stored fields that the store's writer never gives a value of that type.
-_REFUSED: dict[type, frozenset[str]] = {
-    kind: frozenset(
-        name
-        for name, sql_type in STORED_FIELDS.items()
-        if sql_type != "JSON" and kind is not type(None) and _SQL_TYPES[sql_type] is not kind
-    )
-    for kind in (dict, list, str, int, float, bool, type(None))
-}
-
-
-def span_from_line(line: str | bytes) -> SpanRow | None:
-    """The span of one line of a segment file, as `TraceStore.spans` reads it through `records`.
-
-    Only lines whose every field has the type the store's writer gives it are read (what `records`
-    would make of other lines is DuckDB's to say): None for any other line, and for lines that
-    `records` leaves out.
-    """
-    try:
-        fields = loads_json(line)
-    except (ValueError, RecursionError):
-        return None
-    if type(fields) is not dict:
-        return None
-    for key, value in fields.items():
-        if key in _REFUSED[type(value)]:
-            return None
-    get = fields.get
-    trace_id, span_id, parent = get("trace_id"), get("span_id"), get("parent_span_id")
-    start, end, tags = get("start_ns"), get("end_ns"), get("tags")
-    if (
-        trace_id is None
-        or len(trace_id) != 32
-        or span_id is None
-        or len(span_id) != 16
-        or not (parent is None or len(parent) == 16)
-        or start is None
-        or end is None
-        or start < 0
-        or end < 0
-        or (tags is not None and not all(type(tag) is str for tag in tags))
-    ):
-        return None
-    name, message = get("span_name"), get("message")
-    attributes, events, links, resource = (
-        get("attributes"),
-        get("otel_events"),
-        get("otel_links"),
-        get("otel_resource_attributes"),
-    )
-    # The defaults are the `records` columns' (see `_schema.COLUMNS`) as `_span_row` reads them;
-    # positional, in field order, as this runs for every span a view draws.
-    return SpanRow(
-        trace_id,
-        span_id,
-        parent,
-        name or "",
-        start // 1000,
-        end // 1000,
-        (end - start) / 1e9,
-        get("span_type") or "span",
-        get("level") or 9,
-        name if message is None else message,
-        attributes if type(attributes) is dict else {},
-        events if type(events) is list else [],
-        links if type(links) is list else [],
-        bool(get("is_exception")),
-        get("exception_type"),
-        get("exception_message"),
-        get("exception_stacktrace"),
-        get("otel_status_code") or "UNSET",
-        get("otel_status_message"),
-        get("otel_kind") or "internal",
-        get("otel_scope_name"),
-        get("otel_scope_version"),
-        get("service_name"),
-        resource if type(resource) is dict else {},
-    )
 
 
 def _require_store_folder(path: Path) -> None:
@@ -378,10 +222,17 @@ class TraceStore:
         ```
     """
 
-    def __init__(self, path: StorePaths = None, *, sandbox: bool = False) -> None:
+    def __init__(
+        self, path: StorePaths = None, *, sandbox: bool = False, limits: QueryLimits | None = None
+    ) -> None:
         self.paths = store_paths(path)
         self.path = self.paths[0]
-        self.con = connect(self.paths, external_access=not sandbox)
+        self.limits = limits
+        # The scan that finds spans stored more than once waits until `records` is read: drawing
+        # a trace from its skeleton files does without it.
+        self.con = connect(self.paths, external_access=not sandbox, check=False, limits=limits)
+        self._health: StoreHealth | None = None
+        self.truncated = False  # whether the last `table()` left rows out (`limits.max_rows`)
 
     @property
     def where(self) -> str:
@@ -390,10 +241,25 @@ class TraceStore:
 
     def skipped_rows(self) -> int:
         """Lines of the store(s) that the `records` view leaves out as malformed."""
-        try:
-            return skipped_rows(self.con, self.paths)
-        except duckdb.Error:
-            return 0
+        return self.health().skipped
+
+    def health(self) -> StoreHealth:
+        """Lines of the store(s) that `records` leaves out as malformed, and extra copies of spans
+        stored more than once (shown once)."""
+        if self._health is None:
+            try:
+                self._health = check_store(self.con, self.paths)
+            except duckdb.Error:
+                return StoreHealth(0, 0)
+        return self._health
+
+    def _checked(self, sql: str) -> None:
+        """Make `records` show each span once before `sql` reads it (one scan, the first time)."""
+        if self._health is None and _READS_RECORDS.search(sql):
+            try:
+                self._health = check_store(self.con, self.paths)
+            except duckdb.Error as exc:
+                raise StoreError(f"cannot read the local store at {self.where}: {exc}") from exc
 
     def __enter__(self) -> TraceStore:
         return self
@@ -416,14 +282,28 @@ class TraceStore:
     def table(
         self, sql: str, params: Sequence[Any] | Mapping[str, Any] | None = None
     ) -> tuple[list[str], list[tuple[Any, ...]]]:
-        """Run `sql` and return its column names and row tuples; DuckDB errors become `StoreError`."""
-        relation = self.relation(sql, params)
-        if relation is None:  # a statement without a result
-            return [], []
-        try:
-            return list(relation.columns), _naive_utc(relation).fetchall()
-        except duckdb.Error as exc:
-            raise StoreError(f"query failed: {exc}") from exc
+        """Run `sql` and return its column names and row tuples; DuckDB errors become `StoreError`.
+
+        Under `limits`, the statement is stopped when its time is up and at most `max_rows` rows
+        are returned (see `truncated`).
+        """
+        limits = self.limits
+        max_rows = limits.max_rows if limits is not None else None
+
+        def run() -> tuple[list[str], list[tuple[Any, ...]]]:
+            relation = self.con.sql(portable_sql(sql), params=params)
+            if relation is None:  # a statement without a result
+                return [], []
+            relation = _naive_utc(relation)
+            if max_rows is None:
+                return list(relation.columns), relation.fetchall()
+            rows = relation.limit(max_rows + 1).fetchall()
+            self.truncated = len(rows) > max_rows
+            return list(relation.columns), rows[:max_rows]
+
+        self._checked(sql)
+        self.truncated = False
+        return self._run(run)
 
     def relation(
         self, sql: str, params: Sequence[Any] | Mapping[str, Any] | None = None
@@ -436,6 +316,7 @@ class TraceStore:
         Raises:
             StoreError: The SQL does not parse or bind.
         """
+        self._checked(sql)
         try:
             return self.con.sql(portable_sql(sql), params=params)
         except duckdb.Error as exc:
@@ -443,11 +324,38 @@ class TraceStore:
 
     def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] | None = None) -> None:
         """Run a statement that returns nothing (e.g. `CREATE TEMP TABLE`)."""
+        self._checked(sql)
+        sql = portable_sql(sql)
+        self._run(lambda: self.con.execute(sql, params) if params is not None else self.con.execute(sql))
+
+    def _run(self, run: Callable[[], T]) -> T:
+        """`run()` under the time limit, DuckDB's errors as `StoreError`; a query that met a line
+        too long to read (one written since the store was opened) is run again without it."""
+        timeout = self.limits.timeout if self.limits is not None else None
+        for attempt in (1, 2):
+            try:
+                return run_limited(self.con, timeout, run)
+            except QueryTimeout as exc:
+                raise StoreError(f"{exc} (raise the time limit: --timeout)") from exc
+            except duckdb.OutOfMemoryException as exc:
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else "out of memory"
+                raise StoreError(
+                    f"the query needs more memory than its limit (raise it: --memory): {first}"
+                ) from exc
+            except duckdb.Error as exc:
+                if attempt == 1 and "maximum_object_size" in str(exc):
+                    self._reopen_views()
+                    continue
+                raise StoreError(f"query failed: {exc}") from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _reopen_views(self) -> None:
+        """Build the views again: files are listed anew, and lines too long to read left out."""
         try:
-            sql = portable_sql(sql)
-            self.con.execute(sql, params) if params is not None else self.con.execute(sql)
-        except duckdb.Error as exc:
-            raise StoreError(f"query failed: {exc}") from exc
+            refresh_views(self.con, self.paths, check=self._health is not None)
+            self._health = None
+        except duckdb.Error:
+            pass
 
     # -- runs and trace references -----------------------------------------------------------------
     def ensure_not_empty(self) -> None:
@@ -561,6 +469,7 @@ class TraceStore:
         details: bool = True,
         only: Sequence[str] | None = None,
         files: Sequence[str] | None = None,
+        ended_since_us: int | None = None,
     ) -> list[SpanRow]:
         """Every span of `trace_id`, ordered by start time.
 
@@ -572,6 +481,8 @@ class TraceStore:
             only: Read just these span ids (with details), e.g. the spans a view prints.
             files: With `only`, the segment files that hold those spans (as DuckDB's `filename`
                 names them): the others are not read.
+            ended_since_us: Without details, only the spans that ended at or after this time
+                (µs since the epoch): what a live page does not have yet. No error when none did.
 
         Raises:
             StoreError: The trace has no spans in the store.
@@ -580,12 +491,14 @@ class TraceStore:
             params = [trace_id, list(only)]
             if files:
                 try:
-                    self.execute(view_sql(read_json_sql(list(files)), _SOME_FILES_VIEW))
-                    return [_span_row(row) for row in self.rows(_SOME_SPANS_IN_FILES_SQL, params)]
+                    self.execute(view_sql(read_json_sql(readable_files(files)), _SOME_FILES_VIEW))
+                    return [span_row(row) for row in self.rows(_SOME_SPANS_IN_FILES_SQL, params)]
                 except StoreError:  # a segment went away meanwhile: read them all
                     pass
-            return [_span_row(row) for row in self.rows(_SOME_SPANS_SQL, params)]
-        found = [_span_row(row) for row in self.rows(_SPANS_SQL if details else _LIGHT_SPANS_SQL, [trace_id])]
+            return [span_row(row) for row in self.rows(_SOME_SPANS_SQL, params)]
+        if ended_since_us is not None and not details:
+            return [span_row(row) for row in self.rows(_LIGHT_SPANS_SINCE_SQL, [trace_id, ended_since_us])]
+        found = [span_row(row) for row in self.rows(_SPANS_SQL if details else _LIGHT_SPANS_SQL, [trace_id])]
         if not found:
             self.require_trace(trace_id, found=False)
         return found
@@ -597,11 +510,11 @@ class TraceStore:
             span = by_id.get(row["span_id"])
             if span is None:
                 continue
-            span.attributes = _loads(row["attributes"], {})
-            span.events = _loads(row["otel_events"], [])
-            span.links = _loads(row["otel_links"], [])
+            span.attributes = loads_as(row["attributes"], {})
+            span.events = loads_as(row["otel_events"], [])
+            span.links = loads_as(row["otel_links"], [])
             span.exception_stacktrace = row["exception_stacktrace"]
-            span.resource = _loads(row["resource"], {})
+            span.resource = loads_as(row["resource"], {})
 
     def require_trace(self, trace_id: str, *, found: bool) -> None:
         """Raise the right `StoreError` when `trace_id` had no rows (`found` False)."""

@@ -13,8 +13,11 @@ from ._kinds import format_cost, format_duration, format_value
 from ._store import RunSummary, SpanRow
 
 __all__ = [
+    "CYCLE_NOTE",
+    "REUSED_NOTE",
     "TreeNode",
     "build_tree",
+    "cycle_entries",
     "key_attributes",
     "render_runs",
     "render_tree",
@@ -41,26 +44,88 @@ _KEY_ATTRIBUTES: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
+REUSED_NOTE = "span id stored {n} times with different content: showing the copy that ended last"
+CYCLE_NOTE = "in a parent cycle: its parent is also its descendant, so it is shown as a root"
+
+
 @dataclass
 class TreeNode:
-    """A span with its depth and its children, ordered by start time."""
+    """A span with its depth and its children, ordered by start time.
+
+    `note` says what is odd about the span's place in the trace (its id reused by different spans,
+    a parent cycle), so that a tree shows it rather than hiding spans.
+    """
 
     span: SpanRow
     depth: int = 0
     children: list[TreeNode] = field(default_factory=list)
+    note: str = ""
+
+
+def cycle_entries(parents: dict[Any, Any], order: Any) -> list[Any]:
+    """The spans to show as roots so that spans in parent cycles are not hidden: one per cycle.
+
+    Args:
+        parents: Span → parent, for the spans no root reaches (each one's parent is among them or
+            leads into a cycle of them).
+        order: A sort key for span ids: the first member of each cycle in this order is chosen.
+    """
+    state: dict[Any, int] = {}  # 1: on the current path, 2: done
+    entries = []
+    for start in parents:
+        path = []
+        node = start
+        while node in parents and state.get(node, 0) == 0:
+            state[node] = 1
+            path.append(node)
+            node = parents[node]
+        if state.get(node) == 1:  # came back to the current path: a cycle from `node` on
+            cycle = path[path.index(node) :]
+            entries.append(min(cycle, key=order))
+        for member in path:
+            state[member] = 2
+    return entries
 
 
 def build_tree(spans: Sequence[SpanRow]) -> list[TreeNode]:
-    """The root nodes of `spans`; a span whose parent is not in `spans` is a root too."""
-    nodes = {s.span_id: TreeNode(s) for s in spans}
-    roots: list[TreeNode] = []
+    """The root nodes of `spans`; a span whose parent is not in `spans` is a root too.
+
+    A span id given more than once is shown once (the copy that ended last), with a note when the
+    copies differ; the spans of a parent cycle (which no root reaches) hang under one of them,
+    shown as a root with a note.
+    """
+    nodes: dict[str, TreeNode] = {}
+    copies: dict[str, list[SpanRow]] = {}
     for span in spans:
-        node = nodes[span.span_id]
+        known = nodes.get(span.span_id)
+        if known is None:
+            nodes[span.span_id] = TreeNode(span)
+            continue
+        copies.setdefault(span.span_id, [known.span]).append(span)
+        if (span.end_us, span.start_us) > (known.span.end_us, known.span.start_us):
+            known.span = span
+    for span_id, versions in copies.items():
+        if len({(v.parent_span_id, v.start_us, v.end_us, v.name) for v in versions}) > 1:
+            nodes[span_id].note = REUSED_NOTE.format(n=len(versions))
+    roots: list[TreeNode] = []
+    for node in nodes.values():
+        span = node.span
         parent = nodes.get(span.parent_span_id) if span.parent_span_id else None
         if parent is None or parent is node:
             roots.append(node)
         else:
             parent.children.append(node)
+    reached = {id(node) for node in walk(roots)}
+    if len(reached) < len(nodes):
+        stranded = {
+            node.span.span_id: node.span.parent_span_id for node in nodes.values() if id(node) not in reached
+        }
+        for span_id in cycle_entries(stranded, lambda i: _order_key(nodes[i])):
+            node = nodes[span_id]
+            parent = nodes[node.span.parent_span_id or ""]
+            parent.children.remove(node)
+            node.note = CYCLE_NOTE
+            roots.append(node)
     order = _order_key
     for node in nodes.values():
         node.children.sort(key=order)
@@ -135,6 +200,8 @@ def span_line(node: TreeNode, origin_us: int) -> str:
     parts += key_attributes(span)
     if span.is_error:
         parts.append(f"✗ {_error_text(span)}")
+    if node.note:
+        parts.append(f"⚠ {node.note}")
     return "  ".join(parts)
 
 
@@ -151,7 +218,7 @@ def render_tree(
     roots = build_tree(spans) if roots is None else roots
     if not roots:
         return ""
-    return _render(roots, len(spans), min(s.start_us for s in spans), max_spans)
+    return _render(roots, len({s.span_id for s in spans}), min(s.start_us for s in spans), max_spans)
 
 
 def _render(roots: Sequence[TreeNode], total: int, origin: int, max_spans: int | None) -> str:

@@ -1,7 +1,7 @@
 """The `mastrace` command: inspect the local trace store.
 
-Subcommands: `runs`, `tree`, `query`, `analyze`, `view`, `diff`, `export`, `push`, `serve`, `mcp`, `run`;
-`mastrace --help` lists them. Errors print one line on stderr and exit with status 2.
+Subcommands: `runs`, `tree`, `query`, `analyze`, `view`, `diff`, `export`, `push`, `prune`, `serve`,
+`mcp`, `run`; `mastrace --help` lists them. Errors print one line on stderr and exit with status 2.
 
 Example:
     ```console

@@ -16,6 +16,8 @@ from ..analysis import SourceStore, TraceStore, render_runs
 from ..analysis._select import check_read_only
 from ..analysis._source import source_url
 from ..exceptions import MastraceError
+from ..store._limits import QueryLimits
+from ..store._retention import parse_size
 from ._output import format_rows, json_default, progress
 from ._terminal import escape_control
 
@@ -45,23 +47,35 @@ def open_source(args: argparse.Namespace) -> Iterator[SourceStore]:
 
 
 @contextmanager
-def open_store(args: argparse.Namespace, *, sandbox: bool = False) -> Iterator[TraceStore]:
+def open_store(
+    args: argparse.Namespace, *, sandbox: bool = False, limits: QueryLimits | None = None
+) -> Iterator[TraceStore]:
     """The store named by `--store` (default `$MASTRACE_DIR` or `./.mastrace`), or the Query API named
     by `--source`, closed afterwards.
 
     Rows the store's views leave out as malformed (torn lines, hand-edited lines with mistyped
-    fields) are counted, and the count is said on stderr: never a traceback, never in silence.
+    fields, lines too long to read) and extra copies of spans stored more than once (shown once)
+    are counted, and the counts are said on stderr: never a traceback, never in silence.
     """
     if getattr(args, "source", None) is not None:
         with open_source(args) as remote:
             yield remote
         return
-    with TraceStore(args.store, sandbox=sandbox) as store:
+    with TraceStore(args.store, sandbox=sandbox, limits=limits) as store:
         yield store
-        skipped = store.skipped_rows()
-    if skipped:
+        health = store.health()
+    if health.skipped:
         print(
-            escape_control(f"mastrace: skipped {skipped} malformed row(s) in {store.where}"), file=sys.stderr
+            escape_control(f"mastrace: skipped {health.skipped} malformed row(s) in {store.where}"),
+            file=sys.stderr,
+        )
+    if health.duplicates:
+        print(
+            escape_control(
+                f"mastrace: {health.duplicates} extra copy(ies) of spans stored more than once in "
+                f"{store.where}; each span is shown once (the copy that ended last)"
+            ),
+            file=sys.stderr,
         )
 
 
@@ -113,8 +127,29 @@ def cmd_query(args: argparse.Namespace, out: TextIO) -> int:
         check_read_only(args.sql, where="without --allow-external-access")
     else:
         _one_statement(args.sql)
-    with open_store(args, sandbox=sandbox) as store, progress("running query"):
+    limits = QueryLimits(
+        timeout=args.timeout or None,
+        memory=_size_arg(args.memory),
+        max_rows=args.max_rows or None,
+    )
+    with open_store(args, sandbox=sandbox, limits=limits) as store, progress("running query"):
         store.ensure_not_empty()
         names, rows = store.table(args.sql)
+        truncated = store.truncated
     out.write(format_rows(names, rows, args.format))
+    if truncated:
+        print(
+            f"mastrace query: only the first {len(rows):,} rows are shown (raise --max-rows, 0 for all)",
+            file=sys.stderr,
+        )
     return 0
+
+
+def _size_arg(text: str) -> int | None:
+    """`--memory`: a size such as 2GB, or 0 for DuckDB's own default."""
+    if text.strip() in ("0", ""):
+        return None
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise MastraceError(f"--memory: {exc}") from None

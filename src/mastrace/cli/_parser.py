@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..store._limits import DEFAULT_QUERY_LIMITS
 from ._terminal import escape_control
 
 TYPE_CHECKING = False  # not `typing`'s: `mastrace --help` does not import it
@@ -42,6 +43,7 @@ examples:
   mastrace serve
   mastrace analyze latest --source http://127.0.0.1:4318
   mastrace mcp --store .mastrace
+  mastrace prune --older-than 7d --max-size 5GB
   mastrace run --store runs/today -- massgen --config cfg.yaml 'question'"""
 
 
@@ -156,6 +158,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="let the SQL read and write other files and databases (read_csv, COPY … TO, ATTACH); "
         "off by default: the query sees the store and nothing else",
     )
+    limits = DEFAULT_QUERY_LIMITS
+    query.add_argument(
+        "--timeout",
+        type=float,
+        default=limits.timeout,
+        metavar="SECONDS",
+        help=f"stop the query after this many seconds (default {limits.timeout:g}; 0: no limit)",
+    )
+    query.add_argument(
+        "--memory",
+        default=f"{(limits.memory or 0) // 1000**3}GB",
+        metavar="SIZE",
+        help=f"memory the query may use, e.g. 512MB or 8GB (default {(limits.memory or 0) // 1000**3}GB; "
+        "0: DuckDB's default, 80%% of the machine's); nothing is spilled to disk",
+    )
+    query.add_argument(
+        "--max-rows",
+        type=int,
+        default=limits.max_rows,
+        metavar="N",
+        help=f"print at most N rows (default {limits.max_rows:,}; 0: all)",
+    )
     _source_arg(query)
     _handler(query, "_commands:cmd_query")
 
@@ -217,7 +241,31 @@ def build_parser() -> argparse.ArgumentParser:
     push.add_argument(
         "--header", action="append", metavar="KEY=VALUE", help="an HTTP/gRPC header (repeatable)"
     )
+    push.add_argument(
+        "--timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="how long to wait for the receiver's answer to each batch (default 10); a batch not "
+        "answered in time is not marked as sent",
+    )
     _handler(push, "_push:cmd_push")
+
+    prune = sub.add_parser(
+        "prune",
+        parents=[reading],
+        help="remove the store's oldest segments: older than an age, or while over a size",
+        description="Remove whole segments of the store (with their roots and skeleton files), oldest "
+        "first: those last written more than --older-than ago, then the oldest while the store is over "
+        "--max-size. A segment written in the last minute is never removed. configure(retention=...) "
+        "does the same automatically each time a writer starts a new segment.",
+    )
+    prune.add_argument("--older-than", metavar="AGE", help="remove segments older than AGE: 90m, 12h, 7d, 2w")
+    prune.add_argument(
+        "--max-size", metavar="SIZE", help="then remove the oldest while the store is over SIZE: 500MB, 5GB"
+    )
+    prune.add_argument("--dry-run", action="store_true", help="say what would be removed; remove nothing")
+    _handler(prune, "_prune:cmd_prune")
 
     serve = sub.add_parser(
         "serve",
@@ -227,6 +275,20 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--http-port", type=int, default=4318, help="OTLP/HTTP port (default 4318; -1: off)")
     serve.add_argument("--grpc-port", type=int, default=4317, help="OTLP/gRPC port (default 4317; -1: off)")
+    serve.add_argument(
+        "--token",
+        metavar="TOKEN",
+        default=None,
+        help="require Authorization: Bearer TOKEN on every request (intake, UI and API; a page opened "
+        "once with ?token=TOKEN keeps a cookie); default $MASTRACE_SERVE_TOKEN; required off loopback",
+    )
+    serve.add_argument(
+        "--allow-host",
+        metavar="NAME",
+        action="append",
+        help="a name (besides localhost and IP addresses) that requests may use to reach the server, "
+        "e.g. the machine's name when serving on the network (repeatable; '*': any)",
+    )
     serve.add_argument(
         "--no-scrubbing",
         action="store_true",

@@ -5,85 +5,35 @@ never got. `push` re-sends them exactly as they were first exported (same ids, r
 events, scrubbed attributes) and remembers, per destination, what was acknowledged: pushing
 again sends only what is new. Nothing in the store is changed but the small record in
 `<store>/pushed/`.
+
+A destination is its resolved endpoint (`localhost` and `127.0.0.1` are one); a batch counts as
+sent only once the receiver gave an OTLP answer, after retries as it asks (see `_forward`).
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
 import os
+import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 from urllib.parse import urlsplit
 
-from opentelemetry.sdk.trace import ReadableSpan
-
 from ..exceptions import MastraceError
 from ..exporters.otlp import destination_key
 from ..store._replay import PushState, StoredSpan, live_acked, read_segment, segment_paths
+from ..store._retention import parse_duration
+from ._forward import Sender, endpoint_identity, grpc_sender, http_sender
 from ._output import progress
+from ._terminal import escape_control
 
 __all__ = ["cmd_push"]
 
 BATCH = 512
-_TIMEOUT = 10.0
-Sender = Callable[[Sequence[ReadableSpan]], None]
-
-
-def _http_sender(url: str, headers: dict[str, str]) -> Sender:
-    """POST OTLP/protobuf batches to `url`; raise `MastraceError` on anything but a 2xx."""
-    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
-
-    def send(spans: Sequence[ReadableSpan]) -> None:
-        body = gzip.compress(encode_spans(spans).SerializeToString())
-        request = urllib.request.Request(
-            url,
-            data=body,
-            method="POST",
-            headers={"Content-Type": "application/x-protobuf", "Content-Encoding": "gzip", **headers},
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=_TIMEOUT) as response:
-                reply = response.read()
-        except urllib.error.HTTPError as exc:
-            detail = exc.read()[:200].decode("utf-8", "replace").strip()
-            raise MastraceError(
-                f"{url} answered {exc.code} {exc.reason}" + (f": {detail}" if detail else "")
-            ) from exc
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise MastraceError(f"cannot reach {url}: {reason}") from exc
-        if reply:
-            try:
-                partial = ExportTraceServiceResponse.FromString(reply).partial_success
-            except Exception:  # not an OTLP reply: a 2xx is taken as accepted
-                return
-            if partial.rejected_spans:
-                raise MastraceError(
-                    f"{url} rejected {partial.rejected_spans} of {len(spans)} spans: {partial.error_message}"
-                )
-
-    return send
-
-
-def _grpc_sender(endpoint: str, insecure: bool, headers: dict[str, str]) -> Sender:
-    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-    from opentelemetry.sdk.trace.export import SpanExportResult
-
-    exporter = OTLPSpanExporter(
-        endpoint=endpoint, insecure=insecure, headers=headers or None, timeout=_TIMEOUT
-    )
-
-    def send(spans: Sequence[ReadableSpan]) -> None:
-        if exporter.export(spans) is not SpanExportResult.SUCCESS:
-            raise MastraceError(f"the OTLP/gRPC endpoint {endpoint} did not accept the spans")
-
-    return send
+DEFAULT_TIMEOUT = 10.0
 
 
 def _logfire_url() -> tuple[str, dict[str, str]]:
@@ -107,34 +57,43 @@ def _headers(pairs: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def sender_for(to: str, protocol: str | None, header_pairs: Sequence[str]) -> tuple[str, Sender]:
-    """The destination's key (what its acknowledgements are filed under) and a function sending to it."""
+def sender_for(
+    to: str, protocol: str | None, header_pairs: Sequence[str], timeout: float = DEFAULT_TIMEOUT
+) -> tuple[str, list[str], Sender]:
+    """The destination's identity (what its acknowledgements are filed under), the names it had in
+    earlier records (the URLs as given), and a function sending to it."""
     headers = _headers(header_pairs)
     if to == "logfire":
         url, auth = _logfire_url()
-        return url, _http_sender(url, {**auth, **headers})
+        return url, [url], http_sender(url, {**auth, **headers}, timeout)
     parts = urlsplit(to)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise MastraceError(
             f"unsupported destination {to!r}: give an http(s)://host:port OTLP endpoint, or 'logfire'"
         )
     protocol = protocol or "http/protobuf"
-    key = destination_key(to, protocol)
+    identity = endpoint_identity(to, protocol)
+    literal = destination_key(to, protocol)
     if protocol == "grpc":
-        endpoint = key.removeprefix("grpc:")
-        return key, _grpc_sender(endpoint, parts.scheme == "http", headers)
-    return key, _http_sender(key, headers)
+        return (
+            identity,
+            [literal],
+            grpc_sender(literal.removeprefix("grpc:"), parts.scheme == "https", headers, timeout),
+        )
+    return identity, [literal], http_sender(literal, headers, timeout)
 
 
 def _since(text: str | None) -> int | None:
-    """`--since`: a duration back from now (`90s`, `15m`, `2h`, `1d`) or an ISO date-time, as epoch ns."""
+    """`--since`: a duration back from now (`90s`, `15m`, `2h`, `1d`) or an ISO date-time, as epoch ns
+    (to the microsecond, exactly)."""
     if not text:
         return None
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    if text[-1:] in units and text[:-1].replace(".", "", 1).isdigit():
-        return int((time.time() - float(text[:-1]) * units[text[-1]]) * 1e9)
-    from datetime import datetime, timezone
+    from datetime import datetime, timedelta, timezone
 
+    try:
+        return time.time_ns() - int(parse_duration(text) * 1e9)
+    except ValueError:
+        pass
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
@@ -143,7 +102,7 @@ def _since(text: str | None) -> int | None:
         ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
-    return int(moment.timestamp() * 1e9)
+    return (moment - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(microseconds=1) * 1000
 
 
 def _traces(stores: list[Path], refs: Sequence[str]) -> set[str] | None:
@@ -164,39 +123,86 @@ def cmd_push(args: argparse.Namespace, out: TextIO) -> int:
         if not (store / "segments").is_dir():
             raise MastraceError(f"no local store at {store} (pass --store DIR or set MASTRACE_DIR)")
     protocol = args.protocol or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
-    key, send = sender_for(args.to, protocol, args.header or ())
+    timeout = args.timeout if args.timeout and args.timeout > 0 else DEFAULT_TIMEOUT
+    key, names, send = sender_for(args.to, protocol, args.header or (), timeout)
     traces = _traces(stores, args.trace)
     since = _since(args.since)
     started = time.perf_counter()
-    sent = already = skipped = 0
-    with progress("pushing"):
-        for store in stores:
-            counts = _push_store(store, key, send, traces, since)
-            sent, already, skipped = sent + counts[0], already + counts[1], skipped + counts[2]
+    total = _Counts()
+    try:
+        with progress("pushing"):
+            for store in stores:
+                _push_store(store, key, names, send, traces, since, total)
+    finally:
+        if total.rejected:
+            print(
+                escape_control(
+                    f"mastrace push: the receiver rejected {total.rejected} of the span(s) sent: "
+                    f"{'; '.join(total.reasons) or 'no reason given'} (OTLP asks not to send them again)"
+                ),
+                file=sys.stderr,
+            )
     elapsed = time.perf_counter() - started
-    rate = f" ({sent / elapsed:,.0f} spans/s)" if sent and elapsed > 0 else ""
-    out.write(f"sent {sent} span(s) to {key}{rate}; {already} already sent before")
-    out.write(f"; {skipped} malformed line(s) skipped\n" if skipped else "\n")
+    rate = f" ({total.sent / elapsed:,.0f} spans/s)" if total.sent and elapsed > 0 else ""
+    out.write(f"sent {total.sent} span(s) to {args.to}{rate}; {total.already} already sent before")
+    if total.rejected:
+        out.write(f"; {total.rejected} rejected by the receiver")
+    out.write(f"; {total.skipped} malformed line(s) skipped\n" if total.skipped else "\n")
     return 0
 
 
+def _same_receiver(key: str) -> Callable[[str], bool]:
+    """Whether an endpoint, as a traced process named it, is the destination `key` (resolved once)."""
+    known: dict[str, bool] = {}
+
+    def same(endpoint: str) -> bool:
+        if endpoint not in known:
+            grpc = endpoint.startswith("grpc:")
+            url = "http://" + endpoint.removeprefix("grpc:") if grpc else endpoint
+            try:
+                known[endpoint] = endpoint_identity(url, "grpc" if grpc else "http/protobuf") == key
+            except MastraceError:
+                known[endpoint] = False
+        return known[endpoint]
+
+    return same
+
+
+@dataclass
+class _Counts:
+    sent: int = 0
+    already: int = 0
+    skipped: int = 0
+    rejected: int = 0
+    reasons: list[str] = field(default_factory=list)
+
+
 def _push_store(
-    store: Path, key: str, send: Sender, traces: set[str] | None, since: int | None
-) -> tuple[int, int, int]:
-    """Push one store; returns (sent, already sent before, malformed lines skipped)."""
+    store: Path,
+    key: str,
+    names: list[str],
+    send: Sender,
+    traces: set[str] | None,
+    since: int | None,
+    counts: _Counts,
+) -> None:
+    """Push one store, adding to `counts`; each batch is marked as sent once the receiver took it."""
     try:
-        state = PushState.load(store, key)
+        state = PushState.load(store, key, aliases=names)
     except ValueError as exc:
         raise MastraceError(str(exc)) from exc
-    live = live_acked(store, key)  # what the endpoint took while the traced processes ran
+    # What the endpoint took while the traced processes ran, under whatever name they gave it.
+    live = live_acked(store, key, aliases=names, same=_same_receiver(key))
     filtered = traces is not None or since is not None
-    sent = already = skipped = 0
 
     def flush(batch: list[StoredSpan], segment: str, offset: int | None) -> None:
-        nonlocal sent
         if batch:
-            send([s.span for s in batch])
-            sent += len(batch)
+            delivery = send([s.span for s in batch])
+            counts.sent += len(batch)
+            if delivery.rejected:
+                counts.rejected += delivery.rejected
+                if delivery.message and delivery.message not in counts.reasons:
+                    counts.reasons.append(delivery.message)
         if filtered:
             state.span_ids.update(s.span_id for s in batch)
         elif offset is not None:
@@ -211,12 +217,12 @@ def _push_store(
         offset: int | None = None
         for item in read_segment(path, start):
             if isinstance(item, int):
-                skipped += 1
+                counts.skipped += 1
                 offset = item
                 continue
             offset = item.end_offset
             if item.end_offset <= recorded or item.span_id in state.span_ids or item.span_id in live:
-                already += 1  # acknowledged by an earlier push, or live
+                counts.already += 1  # acknowledged by an earlier push, or live
                 continue
             if (traces is not None and item.trace_id not in traces) or (
                 since is not None and item.start_ns < since
@@ -227,4 +233,3 @@ def _push_store(
                 flush(batch, path.name, offset)
                 batch = []
         flush(batch, path.name, offset if offset is not None and offset > start else None)
-    return sent, already, skipped

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import threading
 from typing import TextIO
@@ -21,7 +20,7 @@ def ui_url(host: str, port: int, token: str | None = None) -> str:
 
 def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     """Listen for OTLP/HTTP and OTLP/gRPC and write what arrives into the store."""
-    from ..serve import start_intake
+    from ..serve import resolve_token, start_intake
     from ..store.reader import store_paths
 
     (store,) = store_paths(args.store)
@@ -31,18 +30,20 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
         http_port=None if args.http_port < 0 else args.http_port,
         grpc_port=None if args.grpc_port < 0 else args.grpc_port,
         scrub=not args.no_scrubbing,
+        token=resolve_token(args.token),
+        allow_hosts=tuple(args.allow_host or ()),
     )
     where = []
     if server.http_port is not None:
         where.append(f"OTLP/HTTP on http://{args.host}:{server.http_port}/v1/traces")
     if server.grpc_port is not None:
         where.append(f"OTLP/gRPC on {args.host}:{server.grpc_port}")
-    out.write(f"mastrace serve: {' and '.join(where)}, writing to {store} (Ctrl-C to stop)\n")
+    guarded = "; every request needs the token" if server.options.token else ""
+    out.write(f"mastrace serve: {' and '.join(where)}, writing to {store}{guarded} (Ctrl-C to stop)\n")
     if server.http_port is not None:
-        # With a token (when the server requires one), the address carries it once: the page trades it
-        # for a cookie and its own requests carry that.
-        token = getattr(args, "token", None) or os.environ.get("MASTRACE_SERVE_TOKEN", "").strip() or None
-        out.write(f"mastrace serve: web UI on {ui_url(args.host, server.http_port, token)}\n")
+        # With a token, the address carries it once: the page trades it for a cookie, which its own
+        # requests then carry.
+        out.write(f"mastrace serve: web UI on {ui_url(args.host, server.http_port, server.options.token)}\n")
     out.flush()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

@@ -137,19 +137,24 @@ class AckRecorder(SpanExporter):
     to a file of this process's own (`<store>/pushed/<key digest>.acked-<host>-<pid>`).
     """
 
-    def __init__(self, inner: SpanExporter, path: Path) -> None:
+    def __init__(self, inner: SpanExporter, path: Path, endpoint: str = "") -> None:
         self.inner = inner
         self.path = path
+        self.endpoint = endpoint
         self._fd: int | None = None
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         result = self.inner.export(spans)
         if result is SpanExportResult.SUCCESS:
             try:
+                ids = "".join(f"{s.context.span_id:016x}\n" for s in spans)
                 if self._fd is None:
                     self.path.parent.mkdir(parents=True, exist_ok=True)
                     self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-                os.write(self._fd, "".join(f"{s.context.span_id:016x}\n" for s in spans).encode())
+                    if self.endpoint and os.fstat(self._fd).st_size == 0:
+                        # Which receiver this is, for a push that names it another way (localhost).
+                        ids = f"# endpoint {self.endpoint}\n" + ids
+                os.write(self._fd, ids.encode())
             except OSError:  # only a later push's shortcut is lost: it then sends these again
                 pass
         return result

@@ -10,6 +10,10 @@ import wrapt
 if TYPE_CHECKING:
     from ._llm_calls import Call
 
+    _Proxy = wrapt.ObjectProxy[Any]
+else:  # wrapt 1.x (`wrapt>=1.16` is supported) has no generic ObjectProxy
+    _Proxy = wrapt.ObjectProxy
+
 __all__ = ["AsyncStream", "SyncStream"]
 
 
@@ -17,7 +21,7 @@ def _error_of(exc: tuple[Any, ...]) -> BaseException | None:
     return exc[1] if len(exc) > 1 and isinstance(exc[1], BaseException) else None
 
 
-class SyncStream(wrapt.ObjectProxy[Any]):
+class SyncStream(_Proxy):
     """The SDK's stream, seen chunk by chunk; the span ends when it is exhausted, closed or dropped."""
 
     def __init__(self, stream: Any, call: Call) -> None:
@@ -60,7 +64,7 @@ class SyncStream(wrapt.ObjectProxy[Any]):
             call.end()
 
 
-class AsyncStream(wrapt.ObjectProxy[Any]):
+class AsyncStream(_Proxy):
     """The SDK's async stream, seen chunk by chunk; the span ends when it is exhausted, closed or dropped."""
 
     def __init__(self, stream: Any, call: Call) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,15 @@ from ..scrubbing._engine import Scrubber
 from ..scrubbing._options import ScrubbingOptions
 from ..store import LocalStoreExporter
 
-__all__ = ["Intake", "IntakeError", "decode_request"]
+__all__ = [
+    "CONTENT_TYPES",
+    "Intake",
+    "IntakeError",
+    "decode_request",
+    "media_type",
+    "request_spans",
+    "sequence_value",
+]
 
 _KINDS = {
     PbSpan.SPAN_KIND_INTERNAL: SpanKind.INTERNAL,
@@ -44,6 +52,7 @@ _STATUS = {
     PbStatus.STATUS_CODE_ERROR: StatusCode.ERROR,
 }
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+_CHUNK = 512  # spans converted and written at a time
 
 
 _DEFAULT_SCRUBBING = ScrubbingOptions()
@@ -53,20 +62,26 @@ class IntakeError(ValueError):
     """A request body that is not an OTLP trace export request."""
 
 
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+CONTENT_TYPES = frozenset({PROTOBUF, JSON, "application/protobuf"})
+"""The media types OTLP/HTTP sends (`application/protobuf` is what some senders write)."""
+
+
+def media_type(content_type: str | None) -> str:
+    """The media type of a `Content-Type` value, lowercased, without its parameters."""
+    return (content_type or "").split(";", 1)[0].strip().lower()
+
+
 def decode_request(body: bytes, content_type: str) -> ExportTraceServiceRequest:
-    """Parse an OTLP/HTTP body: protobuf (`application/x-protobuf`) or JSON (`application/json`).
+    """Parse an OTLP/HTTP protobuf body (JSON bodies go through `_otlp_json.json_spans`).
 
     Raises:
-        IntakeError: The body is not a valid request of that encoding.
+        IntakeError: The body is not a valid request.
     """
     request = ExportTraceServiceRequest()
     try:
-        if "json" in content_type:
-            from google.protobuf import json_format
-
-            json_format.Parse(body.decode("utf-8"), request)
-        else:
-            request.ParseFromString(body)
+        request.ParseFromString(body)
     except Exception as exc:
         raise IntakeError(
             f"not an OTLP trace export request ({content_type or 'no content type'}): {exc}"
@@ -74,7 +89,37 @@ def decode_request(body: bytes, content_type: str) -> ExportTraceServiceRequest:
     return request
 
 
+def request_spans(request: ExportTraceServiceRequest) -> Iterator[ReadableSpan | IntakeError]:
+    """The spans of a decoded request, one by one; a span that is not valid comes as its error."""
+    for resource_spans in request.resource_spans:
+        resource = Resource(
+            _attributes(resource_spans.resource.attributes), resource_spans.schema_url or None
+        )
+        for scope_spans in resource_spans.scope_spans:
+            s = scope_spans.scope
+            scope = InstrumentationScope(
+                s.name, s.version or None, scope_spans.schema_url or None, _attributes(s.attributes) or None
+            )
+            for pb in scope_spans.spans:
+                try:
+                    yield _span(pb, resource, scope)
+                except IntakeError as exc:
+                    yield exc
+
+
 _SCALARS = frozenset({"string_value", "bool_value", "int_value", "double_value"})
+
+
+def sequence_value(items: list[Any]) -> Any:
+    """An OTLP array as an attribute value: a tuple when its items are scalars of one type (what
+    OpenTelemetry attributes hold), else JSON text."""
+    if (
+        items
+        and all(isinstance(i, (str, bool, int, float)) for i in items)
+        and len({type(i) for i in items}) == 1
+    ):
+        return tuple(items)
+    return json.dumps(items, default=str)
 
 
 def _value(value: AnyValue) -> Any:
@@ -84,14 +129,7 @@ def _value(value: AnyValue) -> Any:
     if kind == "bytes_value":
         return base64.b64encode(value.bytes_value).decode()
     if kind == "array_value":
-        items = [_value(v) for v in value.array_value.values]
-        if (
-            items
-            and all(isinstance(i, (str, bool, int, float)) for i in items)
-            and len({type(i) for i in items}) == 1
-        ):
-            return tuple(items)
-        return json.dumps(items, default=str)
+        return sequence_value([_value(v) for v in value.array_value.values])
     if kind == "kvlist_value":
         return json.dumps({kv.key: _value(kv.value) for kv in value.kvlist_value.values}, default=str)
     return None
@@ -166,32 +204,30 @@ class Intake:
 
     def ingest(self, request: ExportTraceServiceRequest) -> tuple[int, str]:
         """Write the request's spans; returns (spans rejected, why) for OTLP's partial success."""
-        spans: list[ReadableSpan] = []
+        return self.ingest_spans(request_spans(request))
+
+    def ingest_spans(self, spans: Iterable[ReadableSpan | Exception]) -> tuple[int, str]:
+        """Write `spans` (a span that is not valid comes as its error), a chunk at a time so that a
+        large request never exists as SDK spans all at once; returns (spans rejected, why)."""
         rejected, reasons = 0, []
-        for resource_spans in request.resource_spans:
-            resource = Resource(
-                _attributes(resource_spans.resource.attributes), resource_spans.schema_url or None
-            )
-            for scope_spans in resource_spans.scope_spans:
-                s = scope_spans.scope
-                scope = InstrumentationScope(
-                    s.name,
-                    s.version or None,
-                    scope_spans.schema_url or None,
-                    _attributes(s.attributes) or None,
-                )
-                for pb in scope_spans.spans:
-                    try:
-                        spans.append(prepare_span(_span(pb, resource, scope), self.scrubber, self.limits))
-                    except IntakeError as exc:
-                        rejected += 1
-                        reasons.append(str(exc))
-        stored = self.exporter.export_counted(spans) if spans else 0
-        rejected += len(spans) - stored
-        if len(spans) > stored:
+        chunk: list[ReadableSpan] = []
+        received = stored = 0
+        for item in spans:
+            if isinstance(item, Exception):
+                rejected += 1
+                reasons.append(str(item))
+                continue
+            chunk.append(prepare_span(item, self.scrubber, self.limits))
+            if len(chunk) >= _CHUNK:
+                received, stored = received + len(chunk), stored + self.exporter.export_counted(chunk)
+                chunk = []
+        if chunk:
+            received, stored = received + len(chunk), stored + self.exporter.export_counted(chunk)
+        if received > stored:
+            rejected += received - stored
             reasons.append("the local store could not write every span")
         with self._lock:
-            self.received += len(spans) + rejected - (len(spans) - stored)
+            self.received += stored + rejected
             self.stored += stored
         return rejected, "; ".join(dict.fromkeys(reasons))
 

@@ -20,8 +20,9 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import json
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -240,8 +241,21 @@ def _start(store: Path, request: QueryRequest) -> tuple[Iterator[bytes], bytes, 
     from ..analysis._select import bounded_relation
     from ..analysis._wire import arrow_body, csv_body, json_body
     from ..exceptions import StoreError
+    from ..store._limits import DEFAULT_QUERY_LIMITS
 
-    traces = TraceStore(store, sandbox=True)
+    # `mastrace query`'s limits: its memory, and its time for the whole answer (a timer interrupts the
+    # statement, also while the answer streams); the row count is the request's `limit`.
+    limits = replace(DEFAULT_QUERY_LIMITS, max_rows=None)
+    traces = TraceStore(store, sandbox=True, limits=limits)
+    timer = threading.Timer(limits.timeout or 0, traces.con.interrupt)
+    timer.daemon = True
+    if limits.timeout:
+        timer.start()
+
+    def close() -> None:
+        timer.cancel()
+        traces.close()
+
     try:
         relation = bounded_relation(traces, request.sql, request.window, request.limit)
         if request.media == JSON_MEDIA:
@@ -250,15 +264,18 @@ def _start(store: Path, request: QueryRequest) -> tuple[Iterator[bytes], bytes, 
             chunks = csv_body(relation) if request.media == CSV_MEDIA else arrow_body(relation)
         first = next(chunks)
     except StoreError as exc:
-        traces.close()
+        close()
         raise QueryProblem(400, str(exc).removeprefix("query failed: ")) from None
+    except duckdb.InterruptException:
+        close()
+        raise QueryProblem(400, f"the query ran longer than {limits.timeout:g} s and was stopped") from None
     except duckdb.Error as exc:
-        traces.close()
+        close()
         raise QueryProblem(400, str(exc)) from None
     except ImportError:
-        traces.close()
+        close()
         raise QueryProblem(406, "Arrow answers need pyarrow: pip install 'mastrace[query]'") from None
-    return chunks, first, traces.close
+    return chunks, first, close
 
 
 def query_routes(

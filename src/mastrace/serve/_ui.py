@@ -9,13 +9,19 @@
 - `/diff?a=<trace>&b=<trace>`: the configuration and usage differences of two runs (`mastrace diff`).
 - `/api/runs`, `/api/runs/<trace>/spans?since_us=&q=`, `/api/runs/<trace>/spans/<span>`, `/api/diff`.
 
-Every value from a span reaches the page as JSON and is inserted as text, never as HTML.
+Every value from a span reaches the page as JSON and is inserted as text, never as HTML. Reads run
+on threads of their own with one DuckDB thread each; an answer carries an ETag (the store's files and
+what was asked), so a page polling a store that has not changed gets 304 and costs nothing, and the
+counts of malformed rows and of spans stored twice (`X-Mastrace-Skipped-Rows`,
+`X-Mastrace-Duplicate-Spans`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import math
+from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +40,6 @@ WHERE trace_id = ? AND (span_name ILIKE ? OR message ILIKE ? OR CAST(attributes 
 # Spans whose end is this close before the newest one seen are sent again: writers in other
 # processes flush every half second, so a span can land after a later-ending one.
 _SLACK_US = 30_000_000
-_SPANS_SUMMARY_SQL = "SELECT count(*), max(epoch_us(end_timestamp)) FROM records WHERE trace_id = ?"
 
 
 def jsonable(value: Any) -> Any:
@@ -63,8 +68,20 @@ def _light(span: Any) -> dict[str, Any]:
     }
 
 
-def ui_routes(store: Path) -> list[Any]:
-    """The UI's Starlette routes over the store at `store`."""
+_SPANS_SUMMARY_SQL = "SELECT count(*), max(epoch_us(end_timestamp)) FROM records WHERE trace_id = ?"
+
+
+def _tag(store: Path, request: Any) -> str:
+    """The ETag of an answer: the store's files as they are now, and what was asked."""
+    from ..store.reader import store_fingerprint
+
+    asked = f"{request.url.path}?{request.url.query}"
+    return '"' + hashlib.sha256(f"{store_fingerprint(store)}|{asked}".encode()).hexdigest()[:32] + '"'
+
+
+def ui_routes(store: Path, pool: Executor | None = None) -> list[Any]:
+    """The UI's Starlette routes over the store at `store`; reads run on `pool` (their own threads,
+    so that a page never delays intake)."""
     from importlib.resources import files
 
     from starlette.requests import Request
@@ -73,7 +90,11 @@ def ui_routes(store: Path) -> list[Any]:
 
     from ..analysis import TraceStore, build_report, diff_reports, render_markdown, render_trace_html
     from ..exceptions import StoreError
+    from ..store._limits import QueryLimits
     from ._ui_pages import report_page, waterfall_rows
+
+    # One DuckDB thread a read (intake keeps the other cores), 1 GB, 30 s.
+    limits = QueryLimits(timeout=30.0, memory=1000**3, max_rows=None, threads=1)
 
     assets = files(__package__) / "assets"
     index = (assets / "index.html").read_text(encoding="utf-8")
@@ -84,27 +105,35 @@ def ui_routes(store: Path) -> list[Any]:
         "ui.css": ((assets / "ui.css").read_text(encoding="utf-8"), "text/css"),
     }
 
-    def read_runs(text: str, errors: bool) -> list[dict[str, Any]]:
+    def open_store() -> TraceStore:
+        return TraceStore(store, limits=limits)
+
+    def counted(traces: TraceStore) -> dict[str, str]:
+        """What the store's views left out or showed once, said on every answer read from it."""
+        health = traces.health()
+        return {
+            "X-Mastrace-Skipped-Rows": str(health.skipped),
+            "X-Mastrace-Duplicate-Spans": str(health.duplicates),
+        }
+
+    def read_runs(text: str, errors: bool) -> tuple[list[dict[str, Any]], dict[str, str]]:
         if not (store / "segments").is_dir():
-            return []
-        with TraceStore(store) as traces:
-            try:
-                found = traces.runs(limit=500)
-                marks = traces.aliases(found, 500)
-                runs = [vars(run) for run in found]
-            except StoreError:  # no spans yet
-                return []
-            for run in runs:
-                run["ref"] = marks.get(run["trace_id"])
+            return [], {}
+        with open_store() as traces:
+            if not traces.rows("SELECT 1 AS one FROM records LIMIT 1"):  # no spans yet
+                return [], counted(traces)
+            found = traces.runs(limit=500)  # a failure is an error, not "no runs"
+            marks = traces.aliases(found, 500)
+            runs = [{**vars(run), "ref": marks.get(run.trace_id)} for run in found]
             if text or errors:
                 like = f"%{text}%"
                 params = [text or None, like, like, like, errors]
                 matching = {r["trace_id"] for r in traces.rows(_RUNS_SEARCH_SQL, params)}
                 runs = [run for run in runs if run["trace_id"] in matching]
-            return runs
+            return runs, counted(traces)
 
-    def read_spans(ref: str, since_us: int, text: str) -> dict[str, Any]:
-        with TraceStore(store) as traces:
+    def read_spans(ref: str, since_us: int, text: str) -> tuple[dict[str, Any], dict[str, str]]:
+        with open_store() as traces:
             trace_id = traces.resolve(ref)
             ((count, newest),) = traces.table(_SPANS_SUMMARY_SQL, [trace_id])[1]
             if not count:
@@ -122,15 +151,14 @@ def ui_routes(store: Path) -> list[Any]:
                 reply["matches"] = [
                     r["span_id"] for r in traces.rows(_SPANS_SEARCH_SQL, [trace_id, like, like, like])
                 ]
-            return reply
+            return reply, counted(traces)
 
-    def read_span(ref: str, span_id: str) -> dict[str, Any] | None:
-        with TraceStore(store) as traces:
+    def read_span(ref: str, span_id: str) -> tuple[dict[str, Any] | None, dict[str, str]]:
+        with open_store() as traces:
             trace_id = traces.resolve(ref)
-            found = [s for s in traces.spans(trace_id, details=False) if s.span_id == span_id]
+            found = traces.spans(trace_id, only=[span_id])
             if not found:
-                return None
-            traces.fill(trace_id, found)
+                return None, counted(traces)
             span = found[0]
             return {
                 **_light(span),
@@ -152,21 +180,46 @@ def ui_routes(store: Path) -> list[Any]:
                 "scope": span.scope_name,
                 "service": span.service_name,
                 "resource": span.resource,
-            }
+            }, counted(traces)
 
-    def read_diff(ref_a: str, ref_b: str) -> dict[str, Any]:
-        with TraceStore(store) as traces:
+    def read_diff(ref_a: str, ref_b: str) -> tuple[dict[str, Any], dict[str, str]]:
+        with open_store() as traces:
             trace_a, trace_b = traces.resolve(ref_a), traces.resolve(ref_b)
-            return diff_reports(build_report(traces, trace_a), build_report(traces, trace_b)).to_dict()
+            diff = diff_reports(build_report(traces, trace_a), build_report(traces, trace_b)).to_dict()
+            return diff, counted(traces)
 
-    def read_view(trace_id: str) -> str:
-        with TraceStore(store) as traces:
-            return render_trace_html(traces, traces.resolve(trace_id))
+    def read_view(trace_id: str) -> tuple[str, dict[str, str]]:
+        with open_store() as traces:
+            page = render_trace_html(traces, traces.resolve(trace_id))
+            return page, counted(traces)
 
-    def read_report(ref: str) -> str:
-        with TraceStore(store) as traces:
+    def read_report(ref: str) -> tuple[str, dict[str, str]]:
+        with open_store() as traces:
             trace_id = traces.resolve(ref)
-            return report_page(render_markdown(build_report(traces, trace_id)), trace_id)
+            return report_page(render_markdown(build_report(traces, trace_id)), trace_id), counted(traces)
+
+    def check_refs(ref_a: str, ref_b: str) -> tuple[None, dict[str, str]]:
+        with open_store() as traces:
+            for ref in (ref_a, ref_b):
+                trace_id = traces.resolve(ref)
+                found = traces.rows("SELECT 1 AS one FROM records WHERE trace_id = ? LIMIT 1", [trace_id])
+                traces.require_trace(trace_id, found=bool(found))
+            return None, counted(traces)
+
+    async def off_loop(request: Request, read: Any, *args: Any) -> tuple[Any, dict[str, str]] | Response:
+        """`read(*args)` on the UI's threads; 304 when the store has not changed since the page's
+        copy (its ETag), and 404 with the reason when the store has no such run."""
+        tag = _tag(store, request)
+        if request.headers.get("if-none-match") == tag:
+            return Response(status_code=304, headers={"ETag": tag})
+        try:
+            value, headers = await asyncio.get_running_loop().run_in_executor(pool, read, *args)
+        except StoreError as exc:
+            # A trace that is not there is 404; a store that could not be read says so (never an empty list).
+            failed = str(exc).startswith(("query failed", "cannot read", "cannot open", "the query"))
+            status = 500 if failed else 404
+            return PlainTextResponse(str(exc), status)
+        return value, {**headers, "ETag": tag, "Cache-Control": "no-cache"}
 
     async def page(request: Request) -> Response:
         return HTMLResponse(index)
@@ -186,7 +239,10 @@ def ui_routes(store: Path) -> list[Any]:
         it (an agent id, a round, a value), `errors=1` those with a failed span."""
         text = request.query_params.get("q", "").strip()
         errors = request.query_params.get("errors") in ("1", "true")
-        return JSONResponse(await asyncio.to_thread(read_runs, text, errors))
+        answer = await off_loop(request, read_runs, text, errors)
+        if isinstance(answer, Response):
+            return answer
+        return JSONResponse(answer[0], headers=answer[1])
 
     async def api_spans(request: Request) -> Response:
         """A run's spans without details, in start order; with `since_us`, only those that ended
@@ -197,36 +253,27 @@ def ui_routes(store: Path) -> list[Any]:
         except ValueError:
             return PlainTextResponse("since_us must be an integer (microseconds)", 400)
         text = request.query_params.get("q", "").strip()
-        try:
-            reply = await asyncio.to_thread(read_spans, request.path_params["trace_id"], since, text)
-        except StoreError as exc:
-            return PlainTextResponse(str(exc), 404)
-        return JSONResponse(reply)
+        answer = await off_loop(request, read_spans, request.path_params["trace_id"], since, text)
+        if isinstance(answer, Response):
+            return answer
+        return JSONResponse(answer[0], headers=answer[1])
 
     async def api_span(request: Request) -> Response:
-        try:
-            reply = await asyncio.to_thread(
-                read_span, request.path_params["trace_id"], request.path_params["span_id"]
-            )
-        except StoreError as exc:
-            return PlainTextResponse(str(exc), 404)
-        if reply is None:
-            return PlainTextResponse("no such span in this run", 404)
-        return JSONResponse(reply)
-
-    def check_refs(ref_a: str, ref_b: str) -> None:
-        with TraceStore(store) as traces:
-            for ref in (ref_a, ref_b):
-                trace_id = traces.resolve(ref)
-                found = traces.rows("SELECT 1 AS one FROM records WHERE trace_id = ? LIMIT 1", [trace_id])
-                traces.require_trace(trace_id, found=bool(found))
+        answer = await off_loop(
+            request, read_span, request.path_params["trace_id"], request.path_params["span_id"]
+        )
+        if isinstance(answer, Response):
+            return answer
+        if answer[0] is None:
+            return PlainTextResponse("no such span in this run", 404, headers=answer[1])
+        return JSONResponse(answer[0], headers=answer[1])
 
     async def diff(request: Request) -> Response:
         """The diff page; 404 (with the reason) when a run it names is not in the store."""
         a = request.query_params.get("a", "previous")
         b = request.query_params.get("b", "latest")
         try:
-            await asyncio.to_thread(check_refs, a, b)
+            await asyncio.get_running_loop().run_in_executor(pool, check_refs, a, b)
         except StoreError as exc:
             return PlainTextResponse(f"no diff: {exc}", 404)
         return HTMLResponse(diff_page)
@@ -235,25 +282,22 @@ def ui_routes(store: Path) -> list[Any]:
         """`mastrace diff` as JSON: `a` and `b` are trace ids, prefixes, `previous` or `latest`."""
         a = request.query_params.get("a", "previous")
         b = request.query_params.get("b", "latest")
-        try:
-            reply = await asyncio.to_thread(read_diff, a, b)
-        except StoreError as exc:
-            return PlainTextResponse(str(exc), 404)
-        return JSONResponse(jsonable(reply))
+        answer = await off_loop(request, read_diff, a, b)
+        if isinstance(answer, Response):
+            return answer
+        return JSONResponse(jsonable(answer[0]), headers=answer[1])
 
     async def view(request: Request) -> Response:
-        try:
-            text = await asyncio.to_thread(read_view, request.path_params["trace_id"])
-        except StoreError as exc:
-            return PlainTextResponse(str(exc), 404)
-        return HTMLResponse(text)
+        answer = await off_loop(request, read_view, request.path_params["trace_id"])
+        if isinstance(answer, Response):
+            return answer
+        return HTMLResponse(answer[0], headers=answer[1])
 
     async def report(request: Request) -> Response:
-        try:
-            text = await asyncio.to_thread(read_report, request.path_params["trace_id"])
-        except StoreError as exc:
-            return PlainTextResponse(str(exc), 404)
-        return HTMLResponse(text)
+        answer = await off_loop(request, read_report, request.path_params["trace_id"])
+        if isinstance(answer, Response):
+            return answer
+        return HTMLResponse(answer[0], headers=answer[1])
 
     return [
         Route("/", page),

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ._schema import COLUMN_NAMES
 
 if TYPE_CHECKING:
+    from ._limits import QueryLimits
     from ._writer import LocalStoreExporter
     from .reader import connect, default_store_path, query, root_files, roots_complete, segment_files
 
@@ -30,16 +31,21 @@ def __getattr__(name: str) -> Any:
         from ._writer import LocalStoreExporter
 
         return LocalStoreExporter
+    if name == "QueryLimits":
+        from ._limits import QueryLimits
+
+        return QueryLimits
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_READER_NAMES, "LocalStoreExporter"})
+    return sorted({*globals(), *_READER_NAMES, "LocalStoreExporter", "QueryLimits"})
 
 
 __all__ = [
     "COLUMN_NAMES",
     "LocalStoreExporter",
+    "QueryLimits",
     "connect",
     "default_store_path",
     "query",

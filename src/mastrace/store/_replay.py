@@ -15,7 +15,7 @@ import contextlib
 import hashlib
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -27,9 +27,11 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from .. import semconv
+from ._lines import bounded_lines
 from ._schema import SEGMENT_SUFFIX, SEGMENTS_DIR
 
 __all__ = [
+    "ENDPOINT_HEADER",
     "PushState",
     "StoredSpan",
     "acked_path",
@@ -157,16 +159,15 @@ def row_to_span(row: Mapping[str, Any]) -> ReadableSpan:
 def read_segment(path: Path, start: int = 0) -> Iterator[StoredSpan | int]:
     """The spans of one segment from byte `start`, each with the offset just past its line.
 
-    Only whole lines are read (a line still being written is left for later). A line that cannot
-    be read as a span yields the offset past it (an int) instead, so that it is counted and skipped.
+    Only whole lines are read (a line still being written is left for later), and none is held
+    whole when it is longer than readers take (16 MiB). A line that cannot be read as a span yields
+    the offset past it (an int) instead, so that it is counted and skipped.
     """
     with path.open("rb") as f:
-        f.seek(start)
-        offset = start
-        for raw in f:
-            if not raw.endswith(b"\n"):
-                return  # not complete yet
-            offset += len(raw)
+        for offset, raw in bounded_lines(f, start):
+            if raw is None:
+                yield offset
+                continue
             try:
                 row = json.loads(raw)
                 span = row_to_span(row)
@@ -191,15 +192,34 @@ def acked_path(store: Path, destination: str, writer: str) -> Path:
     return store / PUSHED_DIR / f"{_digest(destination)}.acked-{writer}"
 
 
-def live_acked(store: Path, destination: str) -> set[str]:
-    """Span ids that `destination` acknowledged when processes exported to it live."""
+ENDPOINT_HEADER = "# endpoint "
+"""The first line of a file of live acknowledgements: the endpoint (as configured) it is for."""
+
+
+def live_acked(
+    store: Path,
+    destination: str,
+    aliases: Iterable[str] = (),
+    same: Callable[[str], bool] | None = None,
+) -> set[str]:
+    """Span ids that `destination` acknowledged when processes exported to it live: from the files
+    filed under it or under one of its `aliases`, and from any file whose endpoint `same` says is it
+    (the same receiver configured under another name)."""
     ids: set[str] = set()
     folder = store / PUSHED_DIR
     if not folder.is_dir():
         return ids
-    for path in folder.glob(f"{_digest(destination)}.acked-*"):
+    digests = {_digest(name) for name in (destination, *aliases)}
+    for path in folder.glob("*.acked-*"):
         with contextlib.suppress(OSError):
-            ids.update(line for line in path.read_text().split() if len(line) == 16)
+            text = path.read_text()
+            first = text.split("\n", 1)[0]
+            ours = path.name.split(".", 1)[0] in digests
+            if not ours and same is not None and first.startswith(ENDPOINT_HEADER):
+                with contextlib.suppress(Exception):
+                    ours = same(first[len(ENDPOINT_HEADER) :].strip())
+            if ours:
+                ids.update(line for line in text.split() if len(line) == 16)
     return ids
 
 
@@ -212,19 +232,24 @@ class PushState:
     span_ids: set[str] = field(default_factory=set)
 
     @classmethod
-    def load(cls, store: Path, destination: str) -> PushState:
-        path = state_path(store, destination)
-        try:
-            data = json.loads(path.read_text())
-        except FileNotFoundError:
-            return cls(destination)
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"cannot read the push record {path}: {exc}") from exc
-        return cls(
-            destination,
-            {str(k): int(v) for k, v in (data.get("offsets") or {}).items()},
-            {str(s) for s in data.get("span_ids") or ()},
-        )
+    def load(cls, store: Path, destination: str, aliases: Iterable[str] = ()) -> PushState:
+        """The record of `destination`, merged with those kept under its `aliases` (earlier
+        versions filed a destination under the URL as given)."""
+        state = cls(destination)
+        for name in dict.fromkeys((destination, *aliases)):
+            path = state_path(store, name)
+            try:
+                data = json.loads(path.read_text())
+                offsets = {str(k): int(v) for k, v in (data.get("offsets") or {}).items()}
+                span_ids = {str(s) for s in data.get("span_ids") or ()}
+            except FileNotFoundError:
+                continue
+            except (OSError, ValueError, TypeError, AttributeError) as exc:
+                raise ValueError(f"cannot read the push record {path}: {exc}") from exc
+            for segment, offset in offsets.items():
+                state.offsets[segment] = max(offset, state.offsets.get(segment, 0))
+            state.span_ids |= span_ids
+        return state
 
     def save(self, store: Path) -> None:
         """Write the record atomically (a crash leaves the old one or the new one, never half)."""

@@ -24,6 +24,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from .. import semconv
 from .._otel_private import span_attributes, span_sequence
 from .._snapshot import dumps_json
+from ._bound import DEFAULT_MAX_ROW_BYTES, bound_line
 from ._schema import SKELETON_BASE
 
 __all__ = ["EncodedBatch", "RowEncoder", "span_to_dict"]
@@ -57,6 +58,7 @@ class EncodedBatch(NamedTuple):
         failed: How many spans could not be encoded (they are in neither `data` nor `roots`).
         skeleton: A skeleton line for each line of `data` (see `_schema.SKELETON_FIELDS`), with
             `SKELETON_BASE` where the size of the segment before `data` goes.
+        truncated: How many lines were over the row bound and were shrunk to fit (see `_bound`).
     """
 
     data: bytes
@@ -64,6 +66,7 @@ class EncodedBatch(NamedTuple):
     encoded: int
     failed: int
     skeleton: bytes = b""
+    truncated: int = 0
 
 
 def _fields(mapping: Mapping[str, Any]) -> str:
@@ -145,9 +148,13 @@ class RowEncoder:
     """Encodes `ReadableSpan`s as store lines, caching the per-resource and per-scope parts.
 
     It may be shared between threads: at worst two threads build the same cache entry.
+
+    Args:
+        max_row_bytes: The most bytes a line may take (see `_bound`); a longer one is shrunk.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, max_row_bytes: int = DEFAULT_MAX_ROW_BYTES) -> None:
+        self.max_row_bytes = max_row_bytes
         self._resources: dict[int, tuple[Any, str]] = {}
         self._scopes: dict[int, tuple[Any, str]] = {}
         self._schemas: dict[str, tuple[str, ...]] = {}
@@ -167,20 +174,29 @@ class RowEncoder:
         lines: list[str] = []
         roots: list[str] = []
         skeleton: list[str] = []
-        failed = 0
+        failed = truncated = 0
         position = 0
         encode = self._encode
+        limit = self.max_row_bytes
         created = str(created_ns)  # the same for the whole batch
         for span in spans:
             try:
                 text, bones = encode(span, created_ns, created, position)
+                # Lone surrogates cannot be UTF-8; "replace" keeps the JSON valid (they sit inside strings).
+                size = len(text) if text.isascii() else len(text.encode("utf-8", "replace"))
+                if size > limit:  # rare: shrunk so that every reader can read it (its skeleton holds)
+                    text = bound_line(text, limit)
+                    size = len(text.encode("utf-8", "replace"))
+                    truncated += 1
             except Exception:
+                failed += 1
+                continue
+            if not text:
                 failed += 1
                 continue
             lines.append(text)
             skeleton.append(bones)
-            # Lone surrogates cannot be UTF-8; "replace" keeps the JSON valid (they sit inside strings).
-            position += len(text) if text.isascii() else len(text.encode("utf-8", "replace"))
+            position += size
             if span.parent is None:
                 roots.append(text)
         return EncodedBatch(
@@ -189,11 +205,15 @@ class RowEncoder:
             len(lines),
             failed,
             "".join(skeleton).encode("ascii"),
+            truncated,
         )
 
     def line(self, span: ReadableSpan, created_ns: int) -> str:
-        """One NDJSON line (with its newline) for `span`."""
-        return self._encode(span, created_ns, str(created_ns), 0)[0]
+        """One NDJSON line (with its newline) for `span`, within the row bound."""
+        text = self._encode(span, created_ns, str(created_ns), 0)[0]
+        if len(text.encode("utf-8", "replace")) > self.max_row_bytes:
+            text = bound_line(text, self.max_row_bytes)
+        return text
 
     def _encode(self, span: ReadableSpan, created_ns: int, created: str, position: int) -> tuple[str, str]:
         """`span`'s line, and its skeleton line for a line at `position` in its batch (`created` is

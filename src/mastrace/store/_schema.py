@@ -32,6 +32,7 @@ from typing import Final
 __all__ = [
     "COLUMNS",
     "COLUMN_NAMES",
+    "LATEST_FIRST_SQL",
     "ROOTS_DIR",
     "ROOTS_VIEW_NAME",
     "SEGMENTS_DIR",
@@ -40,13 +41,16 @@ __all__ = [
     "SKELETON_DIR",
     "SKELETON_FIELDS",
     "SKELETON_SUFFIX",
+    "SPAN_KEY_SQL",
     "STORED_FIELDS",
     "VALID_ROW_SQL",
     "VIEW_NAME",
+    "WINDOW",
+    "duplicate_keys_sql",
+    "duplicates_sql",
     "empty_source_sql",
     "read_json_sql",
     "read_skeleton_sql",
-    "skipped_sql",
     "view_sql",
 ]
 
@@ -199,26 +203,70 @@ def empty_source_sql() -> str:
 VALID_ROW_SQL: Final = (
     "length(trace_id) = 32 AND length(span_id) = 16 "
     "AND (parent_span_id IS NULL OR length(parent_span_id) = 16) "
-    "AND start_ns IS NOT NULL AND end_ns IS NOT NULL"
+    "AND start_ns >= 0 AND end_ns >= 0 AND (created_ns IS NULL OR created_ns >= 0)"
 )
-"""A row the views keep: ids of the right length and both times. A torn line, a line edited by hand
-with mistyped fields (read as NULL, or a list where an id should be) is left out, and counted by
-`skipped_sql`."""
+"""A row the views keep: ids of the right length and both times, none before 1970 (so that no
+arithmetic on them can overflow). A torn line, a line edited by hand with mistyped fields (read as
+NULL, or a list where an id should be) is left out, and counted by `duplicate_keys_sql`."""
+
+LATEST_FIRST_SQL: Final = "end_ns DESC, created_ns DESC NULLS LAST"
+"""Which of the copies of one span (the same trace and span id, e.g. sent twice) the views show:
+the one that ended last, and of those the one stored last."""
 
 
-def view_sql(source: str, name: str = VIEW_NAME) -> str:
+WINDOW: Final = "window"
+"""`view_sql(..., once=WINDOW)`: every span shown once by a window over all rows (for small sources)."""
+
+
+def view_sql(source: str, name: str = VIEW_NAME, *, once: str | None = WINDOW) -> str:
     """The `CREATE VIEW` statement for `name` (`records` or `roots`) over `source`.
+
+    A span is its trace id and span id: however many times it was stored (pushed twice, a
+    collector's retry, two intakes), the view shows it once, the copy `LATEST_FIRST_SQL` picks.
 
     Args:
         source: A `read_json_sql()` call or `empty_source_sql()`.
         name: The view to create.
+        once: How spans stored more than once are shown once: `WINDOW` ranks the copies of every
+            span (simple, but it holds every row it reads: for small sources); the name of a table
+            of `span_key_sql()` values ranks only the copies of those spans (found by one scan, see
+            `duplicate_keys_sql`); None shows every copy (a source known to hold no duplicate).
     """
+    head = f"CREATE OR REPLACE VIEW {name} AS SELECT\n    {_select_list()}\nFROM "
+    rows = f"SELECT * FROM {source} AS segments WHERE {VALID_ROW_SQL}"
+    latest = f"QUALIFY row_number() OVER (PARTITION BY trace_id, span_id ORDER BY {LATEST_FIRST_SQL}) = 1"
+    if once is None:
+        return f"{head}({rows}) AS segments"
+    if once == WINDOW:
+        return f"{head}({rows}\n      {latest}) AS segments"
+    keys = f"(SELECT key FROM {once})"
     return (
-        f"CREATE OR REPLACE VIEW {name} AS SELECT\n    {_select_list()}\n"
-        f"FROM {source} AS segments\nWHERE {VALID_ROW_SQL}"
+        f"{head}({rows} AND {SPAN_KEY_SQL} NOT IN {keys}\n"
+        f"UNION ALL\n{rows} AND {SPAN_KEY_SQL} IN {keys}\n      {latest}) AS segments"
     )
 
 
-def skipped_sql(source: str) -> str:
-    """A query counting the rows of `source` that `view_sql` leaves out (as `n`)."""
-    return f"SELECT count(*) AS n FROM {source} AS segments WHERE NOT coalesce({VALID_ROW_SQL}, false)"
+SPAN_KEY_SQL: Final = "hash(trace_id, span_id)"
+"""A number per span (its trace and span id) to find the spans stored more than once by: equal for
+the copies of a span, and rarely for two spans, which are then told apart by their ids."""
+
+
+def duplicate_keys_sql(source: str, table: str) -> str:
+    """`CREATE TEMP TABLE table` of the `SPAN_KEY_SQL` values of the spans of `source` stored more
+    than once, and one row with a NULL key counting the rows `view_sql` leaves out as malformed
+    (`n`). One scan of `source`."""
+    valid = f"coalesce({VALID_ROW_SQL}, false)"
+    return (
+        f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT key, count(*) AS n FROM "
+        f"(SELECT CASE WHEN {valid} THEN {SPAN_KEY_SQL} END AS key FROM {source} AS segments) "
+        "GROUP BY key HAVING key IS NULL OR count(*) > 1"
+    )
+
+
+def duplicates_sql(source: str, table: str) -> str:
+    """A query counting the extra copies (`n`) of the spans whose keys `table` lists."""
+    return (
+        "SELECT count(*) - count(DISTINCT (trace_id, span_id)) AS n "
+        f"FROM {source} AS segments WHERE {VALID_ROW_SQL} "
+        f"AND {SPAN_KEY_SQL} IN (SELECT key FROM {table} WHERE key IS NOT NULL)"
+    )

@@ -19,6 +19,10 @@ segment, with their final offsets; readers keep only the skeleton lines whose sp
 in the segment, so a writer killed between the two writes leaves nothing wrong behind. A skeleton
 file that could not be written whole is deleted, and readers parse that segment's JSON instead.
 
+Before each batch the writer checks that its segment is still the file of that name in the store:
+when the store folder was deleted, pruned or replaced under it, it warns once and starts a new
+segment there instead of writing into a file no reader can see.
+
 The root spans of the batch then go to the segment's roots file the same way, so that readers
 can find runs without scanning every span. The roots file is created before its segment, so a
 reader never sees a segment without it; when a write fails the roots file is deleted, and readers
@@ -40,7 +44,9 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from .._errors import warn_once
-from ..exceptions import StoreError
+from ..exceptions import ConfigError, StoreError
+from ._bound import DEFAULT_MAX_ROW_BYTES, check_max_row_bytes
+from ._retention import Retention, prune
 from ._rows import EncodedBatch, RowEncoder
 from ._schema import (
     ROOTS_DIR,
@@ -69,10 +75,16 @@ class LocalStoreExporter(SpanExporter):
         path: The store folder (created if missing). Segments go in its `segments/` subfolder and
             the root spans of each segment also in a file of the same name in `roots/`.
         max_segment_bytes: Size after which the current segment is closed and a new one started.
+        max_row_bytes: The most bytes one span's line may take (default 1 MB, at most 8 MiB, half
+            of what DuckDB's JSON reader accepts): the largest values of a longer line are cut,
+            each with a visible truncation marker, and the span gets `mastrace.truncated = true`.
+        retention: Each time a new segment is started, remove the oldest segments it lets go
+            (see `mastrace prune`); None keeps everything.
 
     Attributes:
         exported_spans: Spans written so far.
         failed_spans: Spans that could not be encoded or written (each failure cause is logged once).
+        truncated_spans: Spans whose line was over `max_row_bytes` and was shrunk to fit.
 
         strict: Raise `StoreError` when the folder cannot be written. With False, that is one
             warning (logger `mastrace`); every export then tries again, and the spans of a
@@ -97,16 +109,24 @@ class LocalStoreExporter(SpanExporter):
         path: str | os.PathLike[str],
         *,
         max_segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        max_row_bytes: int = DEFAULT_MAX_ROW_BYTES,
+        retention: Retention | None = None,
         strict: bool = True,
     ) -> None:
+        try:
+            check_max_row_bytes(max_row_bytes)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"max_row_bytes={max_row_bytes!r}: {exc}") from None
         self.path = Path(path)
         self.segments_dir = self.path / SEGMENTS_DIR
         self.roots_dir = self.path / ROOTS_DIR
         self.skeleton_dir = self.path / SKELETON_DIR
         self.max_segment_bytes = max_segment_bytes
+        self.retention = retention
         self.exported_spans = 0
         self.failed_spans = 0
-        self._encoder = RowEncoder()
+        self.truncated_spans = 0
+        self._encoder = RowEncoder(max_row_bytes)
         self._lock = threading.Lock()
         self._host = _safe_hostname()
         self._fd: int | None = None
@@ -114,6 +134,7 @@ class LocalStoreExporter(SpanExporter):
         self._skeleton_fd: int | None = None
         self._skeleton: Path | None = None
         self._fd_pid = 0
+        self._identity = (0, 0)
         self._segment: Path | None = None
         self._roots: Path | None = None
         self._size = 0
@@ -174,6 +195,7 @@ class LocalStoreExporter(SpanExporter):
             with self._lock:
                 self._append(batch)
                 self.exported_spans += batch.encoded
+                self.truncated_spans += batch.truncated
             return batch.encoded
         except _PartialWrite as partial:
             with self._lock:
@@ -205,10 +227,13 @@ class LocalStoreExporter(SpanExporter):
         return SpanExportResult.FAILURE
 
     def _append(self, batch: EncodedBatch) -> None:
-        if self._fd is None or self._fd_pid != os.getpid() or self._size >= self.max_segment_bytes:
+        full = self._size >= self.max_segment_bytes
+        if self._fd is None or self._fd_pid != os.getpid() or full or self._gone():
             # A forked child must not share its parent's segment: it gets one of its own.
             self._close_segment()
             self._open_segment()
+            if full and self.retention is not None:
+                self._apply_retention()
         assert self._fd is not None
         start_anew = False
         if batch.skeleton and self._skeleton_fd is not None:
@@ -239,6 +264,33 @@ class LocalStoreExporter(SpanExporter):
         if start_anew:
             self._close_segment()
 
+    def _gone(self) -> bool:
+        """Whether the current segment was removed or replaced (the store folder deleted, pruned or
+        moved): appending to it would write into a file no reader sees. Warns once."""
+        if self._fd is None or self._segment is None:
+            return False
+        try:
+            on_disk = os.stat(self._segment)
+        except OSError:
+            pass
+        else:
+            if (on_disk.st_ino, on_disk.st_dev) == self._identity:
+                return False
+        warn_once(
+            "store.gone",
+            f"mastrace: the segment {self._segment.name} of the local store at {self.path} was removed or "
+            "replaced (the folder deleted, pruned or moved); writing goes on in a new segment there",
+        )
+        return True
+
+    def _apply_retention(self) -> None:
+        """Remove the segments the retention setting lets go (on rotation); failures are warned once."""
+        try:
+            keep = frozenset({self._segment.name}) if self._segment is not None else frozenset()
+            prune(self.path, self.retention, keep=keep)  # type: ignore[arg-type]
+        except Exception as exc:
+            warn_once("store.retention", f"mastrace: could not apply retention to {self.path}: {exc!r}")
+
     def _open_segment(self) -> None:
         self.segments_dir.mkdir(parents=True, exist_ok=True)
         pid = os.getpid()
@@ -257,6 +309,8 @@ class LocalStoreExporter(SpanExporter):
         self._fd_pid = pid
         self._segment = segment
         self._size = 0
+        opened = os.fstat(self._fd)
+        self._identity = (opened.st_ino, opened.st_dev)  # what `_gone` compares the file on disk with
 
     def _open_roots(self, name: str) -> None:
         roots = self.roots_dir / name

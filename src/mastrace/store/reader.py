@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 from collections.abc import Sequence
@@ -32,6 +33,8 @@ from typing import Any, NamedTuple
 import duckdb
 
 from ..exceptions import StoreError
+from ._limits import QueryLimits
+from ._lines import MAX_LINE_BYTES, long_lines, readable_copies_folder, readable_file
 from ._schema import (
     ROOTS_DIR,
     ROOTS_VIEW_NAME,
@@ -40,24 +43,32 @@ from ._schema import (
     SKELETON_DIR,
     SKELETON_SUFFIX,
     VIEW_NAME,
+    WINDOW,
+    duplicate_keys_sql,
+    duplicates_sql,
     empty_source_sql,
     read_json_sql,
-    skipped_sql,
     view_sql,
 )
 from ._sql_compat import portable_sql
 
 __all__ = [
     "SkeletonFile",
+    "StoreHealth",
     "StorePaths",
+    "check_store",
     "connect",
     "default_store_path",
     "query",
+    "readable_files",
+    "refresh_views",
     "root_files",
     "roots_complete",
     "segment_files",
     "skeleton_files",
     "skipped_rows",
+    "store_fingerprint",
+    "store_health",
     "store_paths",
 ]
 
@@ -132,6 +143,19 @@ def roots_complete(path: StorePaths = None) -> bool:
     )
 
 
+def store_fingerprint(path: StorePaths = None) -> str:
+    """A text that changes whenever the store's segments or roots files do (names, sizes, times):
+    equal fingerprints mean equal contents, without reading them."""
+    parts = []
+    for store in store_paths(path):
+        for folder in (SEGMENTS_DIR, ROOTS_DIR):
+            for file in _files(store / folder):
+                with contextlib.suppress(OSError):
+                    stat = file.stat()
+                    parts.append(f"{file}:{stat.st_size}:{stat.st_mtime_ns}")
+    return "\n".join(parts)
+
+
 class SkeletonFile(NamedTuple):
     """A segment's skeleton file, and how far its segment holds whole lines."""
 
@@ -157,11 +181,41 @@ def skeleton_files(path: StorePaths = None) -> tuple[list[SkeletonFile], list[Pa
         for segment in _files(store / SEGMENTS_DIR):
             name = segment.name[: -len(SEGMENT_SUFFIX)] + SKELETON_SUFFIX
             whole = _whole_lines(segment) if name in names else None
-            if whole is None:
+            if whole is None or not _covers(folder / name, segment, whole):
                 alone.append(segment)
             else:
                 paired.append(SkeletonFile(folder / name, segment, whole))
     return paired, alone
+
+
+def _covers(skeleton: Path, segment: Path, whole: int, chunk: int = 1 << 16) -> bool:
+    """Whether the skeleton file describes the segment's last whole line: a line appended by anyone
+    but the segment's writer (by hand, by another program) has none, and then the segment's JSON is
+    read instead, so that no span goes unseen."""
+    if whole == 0:
+        return True
+    try:
+        with open(segment, "rb") as file:
+            end = whole - 1  # the last line's newline
+            last_line = 0
+            while end > 0:
+                start = max(0, end - chunk)
+                newline = os.pread(file.fileno(), end - start, start).rfind(b"\n")
+                if newline >= 0:
+                    last_line = start + newline + 1
+                    break
+                if whole - start > MAX_LINE_BYTES:
+                    return False  # longer than any line a writer of the store writes
+                end = start
+        with open(skeleton, "rb") as file:
+            size = os.fstat(file.fileno()).st_size
+            tail = os.pread(file.fileno(), min(size, 4096), max(0, size - 4096))
+        lines = tail.split(b"\n")
+        complete = lines[-2] if len(lines) >= 2 else b""
+        rel, base = complete.split(b",", 2)[:2]
+        return int(base) + int(rel) >= last_line
+    except (OSError, ValueError):
+        return False
 
 
 def _whole_lines(segment: Path, chunk: int = 1 << 16) -> int | None:
@@ -181,35 +235,140 @@ def _whole_lines(segment: Path, chunk: int = 1 << 16) -> int | None:
         return None
 
 
-def _source(stores: list[Path], folder: str) -> str:
-    """The `read_json` source over the stores' files in `folder`, or an empty relation."""
+def _readable(files: list[Path]) -> tuple[list[str], int]:
+    """`files` as DuckDB may read them: each file, or a copy of it without its over-long lines
+    (see `_lines`); and how many such lines were left out."""
+    out: list[str] = []
+    left_out = 0
+    for path in files:
+        ranges = long_lines(path)
+        if ranges:
+            with contextlib.suppress(OSError):  # gone meanwhile, or unreadable: nothing of it is read
+                out.append(str(readable_file(path, ranges)))
+            left_out += len(ranges)
+        else:
+            out.append(str(path))
+    return out, left_out
+
+
+def readable_files(files: Sequence[str | os.PathLike[str]]) -> list[str]:
+    """The files DuckDB reads for `files` (segment or roots files), one for one: a copy of a file that
+    holds a line too long to read, without that line; the file itself otherwise."""
+    out = []
+    for file in files:
+        path = Path(file)
+        ranges = long_lines(path)
+        try:
+            out.append(str(readable_file(path, ranges)) if ranges else str(path))
+        except OSError:
+            out.append(str(path))
+    return out
+
+
+def _source(stores: list[Path], folder: str) -> tuple[str, int]:
+    """The `read_json` source over the stores' files in `folder` (or an empty relation), and how many
+    over-long lines it leaves out."""
     sources: list[str] = []
+    left_out = 0
     for store in stores:
         files = _files(store / folder)
         if not files:
             continue
-        if any(c in str(store) for c in _GLOB_CHARS):
-            # DuckDB globs cannot escape these: list today's files instead of matching per query.
-            sources.extend(str(f) for f in files)
+        readable, skipped = _readable(files)
+        left_out += skipped
+        if skipped or any(c in str(store) for c in _GLOB_CHARS):
+            # DuckDB globs cannot leave a file out nor escape these: list today's files instead.
+            sources.extend(readable)
         else:  # files are matched per query, so files written later are seen too
             sources.append(str(store / folder / f"*{SEGMENT_SUFFIX}"))
     if not sources:
-        return empty_source_sql()
-    return read_json_sql(sources[0] if len(sources) == 1 else sources)
+        return empty_source_sql(), left_out
+    return read_json_sql(sources[0] if len(sources) == 1 else sources), left_out
+
+
+class StoreHealth(NamedTuple):
+    """What the `records` view leaves out of the store's segments, or shows once."""
+
+    skipped: int  # malformed lines: torn, edited by hand with mistyped fields, or too long to read
+    duplicates: int  # extra copies of spans stored more than once (the view shows each span once)
+
+
+_DUPLICATE_KEYS = "_mastrace_duplicate_keys"
+_HEALTH = "_mastrace_health"
+
+
+def check_store(con: duckdb.DuckDBPyConnection, path: StorePaths = None) -> StoreHealth:
+    """Find the spans stored more than once and the malformed lines (one scan of the segments), and
+    make `records` on `con` show each span once; returns what was found (also kept on `con`).
+
+    `connect()` does this unless told not to (`check=False`), for callers that check later, or
+    only when they read `records` (`TraceStore` does).
+    """
+    source, too_long = _source(store_paths(path), SEGMENTS_DIR)
+    con.execute(duplicate_keys_sql(source, _DUPLICATE_KEYS))
+    malformed, keys = 0, 0
+    for key, n in con.execute(f"SELECT key IS NULL, n FROM {_DUPLICATE_KEYS}").fetchall():
+        if key:
+            malformed = int(n)
+        else:
+            keys += 1
+    duplicates = 0
+    if keys:
+        row = con.execute(duplicates_sql(source, _DUPLICATE_KEYS)).fetchone()
+        duplicates = int(row[0] or 0) if row else 0
+    con.execute(view_sql(source, VIEW_NAME, once=_DUPLICATE_KEYS if keys else None))
+    health = StoreHealth(malformed + too_long, duplicates)
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE {_HEALTH} AS SELECT ? AS skipped, ? AS duplicates", list(health)
+    )
+    return health
+
+
+def store_health(con: duckdb.DuckDBPyConnection, path: StorePaths = None) -> StoreHealth:
+    """How many lines of the store's segments `records` leaves out as malformed, and how many extra
+    copies of spans it shows once: as found when `con` was checked (see `check_store`), else now."""
+    try:
+        row = con.execute(f"SELECT skipped, duplicates FROM {_HEALTH}").fetchone()
+    except duckdb.CatalogException:
+        row = None
+    if row is None:
+        return check_store(con, path)
+    return StoreHealth(int(row[0]), int(row[1]))
 
 
 def skipped_rows(con: duckdb.DuckDBPyConnection, path: StorePaths = None) -> int:
     """How many lines of the store's segments the `records` view leaves out as malformed.
 
-    Torn lines (a writer killed mid-write) and lines edited by hand with mistyped fields count.
+    Torn lines (a writer killed mid-write), lines edited by hand with mistyped fields and lines too
+    long for any reader (over 16 MiB, which mastrace's writer never writes) count.
     """
-    source = _source(store_paths(path), SEGMENTS_DIR)
-    row = con.execute(skipped_sql(source)).fetchone()
-    return int(row[0]) if row else 0
+    return store_health(con, path).skipped
 
 
-def connect(path: StorePaths = None, *, external_access: bool = True) -> duckdb.DuckDBPyConnection:
+def refresh_views(con: duckdb.DuckDBPyConnection, path: StorePaths = None, *, check: bool = True) -> None:
+    """(Re)create `records` and `roots` on `con` over the store's files as they are now, lines too
+    long to read left out; with `check`, also find the spans stored more than once (`check_store`)."""
+    stores = store_paths(path)
+    con.execute(view_sql(_source(stores, SEGMENTS_DIR)[0], VIEW_NAME, once=None))
+    con.execute(view_sql(_source(stores, ROOTS_DIR)[0], ROOTS_VIEW_NAME, once=WINDOW))  # few lines
+    if check:
+        check_store(con, stores)
+
+
+def connect(
+    path: StorePaths = None,
+    *,
+    external_access: bool = True,
+    check: bool = True,
+    limits: QueryLimits | None = None,
+) -> duckdb.DuckDBPyConnection:
     """Open an in-memory DuckDB connection with `records` and `roots` views over the store.
+
+    Each span shows once in both views, however many times it was stored (its trace and span id
+    are its identity; of its copies the one that ended last, then the one stored last, is shown);
+    a line that cannot be read (torn, mistyped, or over 16 MiB) is left out. Finding the spans
+    stored more than once takes one scan of the store when the connection opens (`check`): copies
+    that arrive later show once only on a new connection.
 
     A missing or empty store gives an empty `records` with the same columns, and so does not see
     segments created after `connect()`: open a new connection then. The same holds for a store path
@@ -223,6 +382,10 @@ def connect(path: StorePaths = None, *, external_access: bool = True) -> duckdb.
             `default_store_path()`.
         external_access: False locks the connection to the store: SQL on it cannot read or write
             other files (`read_csv`, `COPY … TO`, `ATTACH`), load extensions or change settings.
+        check: Find spans stored more than once now; False leaves `records` showing every copy
+            until `check_store(con)` runs (for a caller that may not need it).
+        limits: The memory limit to apply (see `QueryLimits`; its timeout is the caller's to apply,
+            with `run_limited`).
 
     Returns:
         A DuckDB connection. Errors raised by queries on it are DuckDB's own; `query()` translates
@@ -234,7 +397,6 @@ def connect(path: StorePaths = None, *, external_access: bool = True) -> duckdb.
         StoreError: DuckDB could not create the views.
     """
     stores = store_paths(path)
-    source, roots_source = _source(stores, SEGMENTS_DIR), _source(stores, ROOTS_DIR)
     try:
         con = duckdb.connect(":memory:")
     except duckdb.Error as exc:  # pragma: no cover - an in-memory database has nothing to fail on
@@ -242,13 +404,18 @@ def connect(path: StorePaths = None, *, external_access: bool = True) -> duckdb.
     try:
         # Timestamps are naive UTC: comparing them with now() must happen in UTC too.
         con.execute("SET TimeZone = 'UTC'")
-        con.execute(view_sql(source, VIEW_NAME))
-        con.execute(view_sql(roots_source, ROOTS_VIEW_NAME))
+        if limits is not None:
+            limits.apply(con)
+        refresh_views(con, stores, check=False)
         if not external_access:
             folders = [str(s / d) + os.sep for s in stores for d in (SEGMENTS_DIR, ROOTS_DIR, SKELETON_DIR)]
+            # and where copies of files with lines too long to read go (see `_lines`)
+            folders.append(str(readable_copies_folder()) + os.sep)
             con.execute("SET allowed_directories = ?", [folders])
             con.execute("SET enable_external_access = false")
             con.execute("SET lock_configuration = true")
+        if check:
+            check_store(con, stores)
     except duckdb.Error as exc:
         con.close()
         raise StoreError(f"cannot open the local store at {', '.join(map(str, stores))}: {exc}") from exc

@@ -40,6 +40,7 @@
     panel.replaceChildren();
     panel.setAttribute("data-span-id", id);
     panel.appendChild(el("h2", null, s.name));
+    if (s.note) panel.appendChild(el("p", "note", "⚠ " + s.note));
     section("Span", table({"span id": id, "parent span id": s.parent || "(root)", "category": s.category,
       "start": "+" + s.offset, "duration": s.duration, "status": s.status, "span kind": s.otel_kind,
       "service": s.service || "-"}, "span-fields", false));

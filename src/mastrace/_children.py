@@ -1,0 +1,114 @@
+"""Workers started with multiprocessing's `spawn` or `forkserver` trace like the process that started them.
+
+A forked child inherits its parent's configured state; a `spawn` or `forkserver` child starts a new
+interpreter that has never called `configure()`, so its spans used to be no-ops in silence. When a
+process is configured, its settings go into the environment (`CHILD_SETTINGS_ENV`, JSON) that such
+children inherit; in a multiprocessing child, the first span of an unconfigured tracer configures
+mastrace from them. What cannot pass through the environment (extra exporter objects, custom
+scrubbing options, a Logfire token given as an argument) is left out, with one warning that says
+to call `configure()` in the worker. `shutdown()` takes the settings out of the environment again.
+
+Spans of such a worker start traces of their own, unless the parent called `mastrace.inject_env()`
+before starting it (then they continue the parent's current span).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import warnings
+from typing import Any, Final
+
+from ._errors import log_internal_error
+from ._state import CHILD_SETTINGS_ENV
+from .exceptions import MastraceWarning
+from .scrubbing._options import ScrubbingOptions
+
+__all__ = ["CHILD_SETTINGS_ENV", "child_settings", "forget", "inherit", "publish"]
+
+_PLAIN: Final = (
+    "service_name",
+    "otlp",
+    "console",
+    "sample_rate",
+    "propagate_threads",
+    "flush_interval",
+    "max_queue_size",
+    "shutdown_timeout",
+    "otlp_exit_timeout",
+    "max_row_bytes",
+)
+
+
+def child_settings(settings: Any) -> dict[str, Any]:
+    """The `configure()` arguments a worker process can be given through its environment, and under
+    `"left_out"` what it cannot (named for the warning)."""
+    out: dict[str, Any] = {name: getattr(settings, name) for name in _PLAIN}
+    left_out: list[str] = []
+    out["local"] = str(settings.local) if settings.local is not None else False
+    out["retention"] = str(settings.retention) if settings.retention is not None else None
+    scrubbing = settings.scrubbing
+    if scrubbing is None or scrubbing == ScrubbingOptions():
+        out["scrubbing"] = scrubbing is not None
+    else:
+        left_out.append("custom scrubbing options (default scrubbing applies)")
+    if settings.logfire is True:
+        out["logfire"] = True
+    elif settings.logfire:
+        left_out.append("the Logfire token passed as an argument")
+    if settings.exporters:
+        left_out.append(f"{len(settings.exporters)} extra exporter(s)")
+    if left_out:
+        out["left_out"] = left_out
+    return out
+
+
+def publish(settings: Any) -> None:
+    """Put `settings` in the environment that `spawn` and `forkserver` workers inherit."""
+    try:
+        os.environ[CHILD_SETTINGS_ENV] = json.dumps(child_settings(settings))
+    except Exception as exc:  # a worker then traces nothing: never a reason to fail configure()
+        log_internal_error("publishing settings for worker processes", exc)
+
+
+def forget() -> None:
+    """Take the settings out of the environment (tracing was shut down)."""
+    os.environ.pop(CHILD_SETTINGS_ENV, None)
+
+
+def inherit() -> bool:
+    """In a multiprocessing worker of a configured process, configure mastrace from the parent's
+    settings (once); return whether it did. Called when a tracer finds mastrace unconfigured."""
+    text = os.environ.get(CHILD_SETTINGS_ENV)
+    multiprocessing = sys.modules.get("multiprocessing")
+    if not text or multiprocessing is None or multiprocessing.parent_process() is None:
+        return False
+    try:
+        arguments = json.loads(text)
+        left_out = arguments.pop("left_out", [])
+        from ._config import configure
+
+        configure(**arguments)
+        _flush_at_worker_exit()
+    except Exception as exc:
+        log_internal_error("configuring a worker process from its parent's settings", exc)
+        return False
+    if left_out:
+        warnings.warn(
+            "mastrace: this worker process traces with its parent's settings, except "
+            f"{', '.join(left_out)}: call configure() in the worker (for example in a Pool initializer) "
+            "to set them",
+            MastraceWarning,
+            stacklevel=2,
+        )
+    return True
+
+
+def _flush_at_worker_exit() -> None:
+    """multiprocessing workers leave through `os._exit`: atexit never runs, its finalizers do."""
+    import multiprocessing.util as mp_util
+
+    from ._config import _at_exit
+
+    mp_util.Finalize(None, _at_exit, exitpriority=100)

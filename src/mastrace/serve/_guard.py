@@ -1,0 +1,197 @@
+"""Who may talk to `mastrace serve`: one ASGI middleware in front of every HTTP route of the app.
+
+`serve` is a local server for one user. A web page the user opens can still reach it: by posting to
+it (CSRF, with the content types a form may send), by loading its URLs, or by having a name of its
+own resolve to 127.0.0.1 (DNS rebinding: the browser then treats our answers as the page's own). So
+every request, whatever route it is for (intake, UI, API, and routes added later), passes `Guard`:
+
+- its `Host` must be a loopback name (`localhost`, `*.localhost`), an IP address (never what a
+  rebinding page sends) or a name the user allowed (`--allow-host`); otherwise 403;
+- an `Origin` it carries must be loopback, allowed, or the server itself; otherwise 403; so must
+  `Sec-Fetch-Site` not say `cross-site` (a page loading our URLs in an image or a script);
+- with a token (`--token` or `MASTRACE_SERVE_TOKEN`; required when listening off loopback), it must
+  carry `Authorization: Bearer <token>` or the cookie a page gets by opening any URL once with
+  `?token=<token>`; otherwise 401.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import os
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from typing import Any, Final
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+from ..exceptions import ConfigError
+
+__all__ = [
+    "TOKEN_COOKIE",
+    "TOKEN_ENV",
+    "Guard",
+    "is_loopback",
+    "needs_token",
+    "resolve_token",
+]
+
+TOKEN_ENV: Final = "MASTRACE_SERVE_TOKEN"
+TOKEN_COOKIE: Final = "mastrace_token"
+_LOOPBACK_NAMES: Final = frozenset({"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"})
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+def resolve_token(token: str | None = None, environ: MutableMapping[str, str] | None = None) -> str | None:
+    """The bearer token that `serve` requires: `token` (`--token`) when given, else
+    `MASTRACE_SERVE_TOKEN`, else None (no token). Blank values count as not given.
+
+    Raises:
+        ConfigError: The token is shorter than 16 characters (too easy to guess).
+    """
+    env = os.environ if environ is None else environ
+    value = (token if token is not None and token.strip() else env.get(TOKEN_ENV, "")).strip()
+    if not value:
+        return None
+    if len(value) < 16:
+        raise ConfigError("the serve token must be at least 16 characters (e.g. `openssl rand -hex 16`)")
+    return value
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` (a name or an address, IPv6 with or without brackets) is this machine only."""
+    name = host.strip().strip("[]").lower().rstrip(".")
+    if name in _LOOPBACK_NAMES or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def needs_token(host: str) -> bool:
+    """Whether listening on `host` requires a token: anything but a loopback address does."""
+    return not is_loopback(host)
+
+
+def _hostname(value: str) -> str:
+    """The host part of a `Host` header value (`name:port`, `[v6]:port`), lowercased."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[1 : value.find("]")] if "]" in value else value
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+def _is_address(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+class Guard:
+    """The ASGI middleware that checks every HTTP request before any route sees it (see the module).
+
+    Args:
+        app: The application (every route, including ones mounted later).
+        token: The bearer token to require, or None.
+        allowed_hosts: Names (besides loopback names and IP addresses) that `Host` and `Origin` may
+            carry; `*` allows any.
+    """
+
+    def __init__(self, app: ASGIApp, *, token: str | None = None, allowed_hosts: Iterable[str] = ()) -> None:
+        self.app = app
+        self.token = token
+        self.allowed = frozenset(h.strip().lower().rstrip(".") for h in allowed_hosts if h.strip())
+
+    def host_allowed(self, name: str) -> bool:
+        """Whether a request may name this host: loopback, an IP address, or allowed by the user."""
+        return is_loopback(name) or _is_address(name) or "*" in self.allowed or name in self.allowed
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or ()}
+        refusal = self._refusal(headers)
+        tokenless = refusal is None and self.token is not None and not self._token_given(headers)
+        if scope["type"] == "websocket" and (refusal or tokenless):
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        if refusal is not None:
+            await _answer(send, 403, refusal)
+            return
+        if tokenless:
+            assert self.token is not None
+            query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+            if scope.get("method") == "GET" and hmac.compare_digest(
+                query.get("token", "").encode(), self.token.encode()
+            ):
+                await self._grant(scope, query, send)
+                return
+            await _answer(
+                send, 401, "a token is required (Authorization: Bearer …)", [(b"www-authenticate", b"Bearer")]
+            )
+            return
+        await self.app(scope, receive, send)
+
+    def _refusal(self, headers: dict[str, str]) -> str | None:
+        """Why the request is refused (403), or None."""
+        host = headers.get("host")
+        if host is not None and not self.host_allowed(_hostname(host)):
+            return (
+                f"Host {_hostname(host)!r} is not this server's: requests must name it by a loopback "
+                "name or an IP address (or start serve with --allow-host)"
+            )
+        origin = headers.get("origin")
+        if origin is not None:
+            name = (urlsplit(origin).hostname or "") if origin != "null" else ""
+            same = host is not None and name == _hostname(host)
+            if not name or not (is_loopback(name) or name in self.allowed or "*" in self.allowed or same):
+                return f"requests from the web page at {origin!r} are refused"
+        if headers.get("sec-fetch-site") == "cross-site":
+            return "requests from another site's web page are refused"
+        return None
+
+    def _token_given(self, headers: dict[str, str]) -> bool:
+        assert self.token is not None
+        # `Bearer <token>`, or the token alone: Logfire's query client sends its read token that way.
+        value = headers.get("authorization", "").strip()
+        if value[:7].lower() == "bearer ":
+            value = value[7:].strip()
+        if value and hmac.compare_digest(value.encode(), self.token.encode()):
+            return True
+        for part in headers.get("cookie", "").split(";"):
+            name, _, value = part.strip().partition("=")
+            if name == TOKEN_COOKIE and hmac.compare_digest(value.encode(), self.token.encode()):
+                return True
+        return False
+
+    async def _grant(self, scope: Scope, query: dict[str, str], send: Send) -> None:
+        """`?token=` on a page load: set the cookie the page's own requests carry, and go to the URL
+        without the token (so that it is not left in the address bar or the history)."""
+        rest = urlencode({k: v for k, v in query.items() if k != "token"})
+        location = scope.get("path", "/") + (f"?{rest}" if rest else "")
+        cookie = f"{TOKEN_COOKIE}={self.token}; HttpOnly; SameSite=Strict; Path=/"
+        await _answer(send, 303, "", [(b"location", location.encode()), (b"set-cookie", cookie.encode())])
+
+
+async def _answer(
+    send: Send, status: int, text: str, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    body = text.encode("utf-8")
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"content-length", str(len(body)).encode()),
+                *(headers or []),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
