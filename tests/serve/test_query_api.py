@@ -477,3 +477,48 @@ def test_a_configured_token_is_checked_on_every_route(store: Store) -> None:
             f"{base}/v2/query", json={"sql": "SELECT 1"}, headers={"authorization": "Bearer s3cret"}
         )
         assert bearer.status_code == 200
+
+
+# --- hostile and unusual clients ---------------------------------------------------------------------
+def _strict_json(raw: bytes) -> Any:
+    """JSON as a strict parser (a browser's, Go's, Rust's) reads it: no NaN or Infinity tokens."""
+
+    def refuse(token: str) -> Any:
+        raise ValueError(f"{token} is not JSON")
+
+    return json.loads(raw, parse_constant=refuse)
+
+
+NESTED_SQL = (
+    "SELECT [TIMESTAMP '2024-01-02 03:04:05'] AS times, {'at': TIMESTAMP '2024-01-02 03:04:05'} AS st, "
+    "[1.5::DECIMAL(4,1)] AS decimals, [1.0, 'nan'::DOUBLE, '-inf'::DOUBLE] AS floats, "
+    "{'ratio': 'inf'::FLOAT} AS ratio, MAP {'k': 'nan'::DOUBLE} AS m, "
+    "340282366920938463463374607431768211455::UHUGEINT AS huge, 'x' AS plain"
+)
+
+
+@pytest.mark.filterwarnings("ignore:pandas only supports SQLAlchemy")
+def test_nested_and_wide_values_reach_every_client(url: str, client: LogfireQueryClient) -> None:
+    """Lists of times and decimals, non-finite floats inside lists, structs and maps, and the widest
+    unsigned integers answer in every format: strict JSON, CSV, Arrow with the exact value, pandas."""
+    raw = httpx.post(f"{url}/v2/query", json={"sql": NESTED_SQL}, headers={"authorization": "t"})
+    assert raw.status_code == 200, raw.text
+    (row,) = _strict_json(raw.content)["data"]
+    assert row["floats"] == [1.0, None, None] and row["ratio"] == {"ratio": None} and row["m"] == {"k": None}
+    assert row["decimals"] == [1.5] and row["huge"] == "340282366920938463463374607431768211455"
+    assert row["times"] == ["2024-01-02 03:04:05"] and row["plain"] == "x"
+    fields = {
+        f["name"]: f["datatype"] for f in client.query_json_rows(NESTED_SQL, min_timestamp=SINCE)["columns"]
+    }
+    assert fields["decimals"] == {
+        "List": {"name": "item", "datatype": {"Decimal128": [4, 1]}, "nullable": True}
+    }
+    assert fields["times"]["List"]["datatype"] == {"Timestamp": ["Microsecond", "UTC"]}
+    (line,) = list(csv.DictReader(io.StringIO(client.query_csv(NESTED_SQL, min_timestamp=SINCE))))
+    assert line["huge"] == "340282366920938463463374607431768211455" and line["decimals"] == "[1.5]"
+    (arrow_row,) = client.query_arrow(NESTED_SQL, min_timestamp=SINCE).to_pylist()
+    assert arrow_row["huge"] == "340282366920938463463374607431768211455"
+    assert arrow_row["decimals"] == [Decimal("1.5")] and arrow_row["times"] == [datetime(2024, 1, 2, 3, 4, 5)]
+    with logfire.db_api.connect("t", base_url=url, min_timestamp=SINCE) as conn:
+        frame = pd.read_sql(NESTED_SQL, conn)
+    assert frame.loc[0, "plain"] == "x" and frame.loc[0, "floats"] == [1.0, None, None]
