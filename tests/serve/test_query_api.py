@@ -357,12 +357,19 @@ def test_the_sandbox_refuses_what_mastrace_query_refuses(client: LogfireQueryCli
         (b'{"sql": "SELECT 1", "deployment_environment": "prod"}', "deployment_environment"),
         (b'{"sql": "SELECT 1", "timezone": "Europe/Paris"}', "timezone"),
         (b'{"sql": "SELECT 1", "explain": true}', "explain"),
+        # hostile ones: deep nesting, times out of range once in UTC, lone surrogates
+        (b"[" * 100_000 + b"]" * 100_000, "body"),
+        (b'{"sql": "SELECT 1", "min_timestamp": "0001-01-01T00:00:00+14:00"}', "min_timestamp"),
+        (b'{"sql": "SELECT 1", "max_timestamp": "9999-12-31T23:59:59-14:00"}', "max_timestamp"),
+        (b'{"sql": "SELECT \'\\ud800\'"}', "sql"),
+        (b'{"sql": "SELECT 1", "deployment_environment": ["\\udfff"]}', "deployment_environment"),
     ],
 )
 def test_malformed_requests_get_422_naming_the_field(url: str, body: bytes, field: str) -> None:
-    """A malformed body or field is refused with 422 and a FastAPI-shaped detail naming it."""
+    """A malformed or hostile body or field is refused with 422 (never 500) and a FastAPI-shaped detail
+    naming it."""
     reply = httpx.post(f"{url}/v2/query", content=body, headers={"authorization": "t"})
-    assert reply.status_code == 422
+    assert reply.status_code == 422, reply.text
     assert reply.json()["detail"][0]["loc"] == ["body", field]
 
 
@@ -522,23 +529,6 @@ def test_nested_and_wide_values_reach_every_client(url: str, client: LogfireQuer
     with logfire.db_api.connect("t", base_url=url, min_timestamp=SINCE) as conn:
         frame = pd.read_sql(NESTED_SQL, conn)
     assert frame.loc[0, "plain"] == "x" and frame.loc[0, "floats"] == [1.0, None, None]
-
-
-@pytest.mark.parametrize(
-    ("body", "field"),
-    [
-        (b"[" * 100_000 + b"]" * 100_000, "body"),
-        (b'{"sql": "SELECT 1", "min_timestamp": "0001-01-01T00:00:00+14:00"}', "min_timestamp"),
-        (b'{"sql": "SELECT 1", "max_timestamp": "9999-12-31T23:59:59-14:00"}', "max_timestamp"),
-        (b'{"sql": "SELECT \'\\ud800\'"}', "sql"),
-        (b'{"sql": "SELECT 1", "deployment_environment": ["\\udfff"]}', "deployment_environment"),
-    ],
-)
-def test_hostile_bodies_are_refused_not_crashed_on(url: str, body: bytes, field: str) -> None:
-    """Deep nesting, times out of range once in UTC, and lone surrogates get 422 naming the field."""
-    reply = httpx.post(f"{url}/v2/query", content=body, headers={"authorization": "t"})
-    assert reply.status_code == 422, reply.text
-    assert reply.json()["detail"][0]["loc"] == ["body", field]
 
 
 def test_a_limit_beyond_64_bits_means_every_row(client: LogfireQueryClient) -> None:
