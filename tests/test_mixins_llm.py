@@ -184,6 +184,21 @@ def test_messages_are_not_recorded_as_request_attributes(mastrace_spans: Capture
     assert attrs["gen_ai.request.stop_sequences"] == ("\n",)
 
 
+@pytest.mark.parametrize("name", ["system", "instructions", "input", "prompt", "suffix", "contents"])
+def test_content_given_as_a_request_parameter_is_never_an_attribute(
+    mastrace_spans: CapturedSpans, name: str
+) -> None:
+    """A system prompt, instructions or input passed as a plain request parameter is content: with
+    capture off it is on no attribute of the span (other parameters still are)."""
+    secret = "You are the private assistant of Jane Roe."
+    list(
+        Backend().llm_stream("gpt-4o", iter(OPENAI_CHUNKS), **{name: secret, "user": "u-1", "max_tokens": 9})
+    )
+    attrs = mastrace_spans.attributes("llm.openai.stream")
+    assert not [key for key, value in attrs.items() if secret in str(value)]
+    assert attrs["mastrace.request.user"] == "u-1" and attrs["gen_ai.request.max_tokens"] == 9
+
+
 def test_backend_without_provider_is_refused() -> None:
     """Using LLMBackendMixin without a provider raises ConfigError."""
     with pytest.raises(ConfigError, match="provider"):

@@ -43,6 +43,7 @@ from .scrubbing._options import ScrubbingOptions
 
 __all__ = ["configure", "force_flush", "is_configured", "shutdown"]
 
+
 def disabled_by_env() -> bool:
     """Whether `MASTRACE_DISABLED` asks for every call to be a no-op."""
     return _settings.resolve(_settings.DISABLED, UNSET, os.environ)

@@ -63,6 +63,12 @@ def current_conversation_id() -> str | None:
 
 
 _PRIMITIVE = (str, int, float, bool)
+# Parameters that carry content whatever the SDK or framework (system prompts, instructions, the
+# input of the Responses and completions APIs, Gemini's contents): never a request attribute, even
+# as plain text. With capture on they reach the span through the conventions' content attributes.
+_CONTENT_PARAMETERS = frozenset(
+    {"messages", "system", "instructions", "input", "prompt", "suffix", "contents", "documents"}
+)
 
 
 def capture_enabled(explicit: bool | None = None) -> bool:
@@ -137,7 +143,7 @@ def request_attributes(kwargs: Mapping[str, Any], skipped: frozenset[str]) -> di
     other primitive parameters under `mastrace.request.<name>`; content and SDK plumbing skipped."""
     out: dict[str, Any] = {}
     for key, value in kwargs.items():
-        if key in skipped or value is None:
+        if key in skipped or value is None or key in _CONTENT_PARAMETERS:
             continue
         known = REQUEST_PARAMETERS.get(key)
         if known is not None:

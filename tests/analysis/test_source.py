@@ -125,3 +125,122 @@ def test_source_url_refuses_what_is_not_http(source: str) -> None:
     """Anything but an http(s) URL with a host, or `logfire`, is refused."""
     with pytest.raises(StoreError, match="not an http"):
         source_url(source, None)
+
+
+# --- hostile sources ---------------------------------------------------------------------------------
+def _arrow(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+ARROW = "application/vnd.apache.arrow.stream"
+
+
+def _answering(reply: Any) -> list[Any]:
+    """Routes of a source whose `/v2/query` answers `reply(request)`, a Starlette response."""
+    from starlette.routing import Route
+
+    async def handler(request: Any) -> Any:
+        return reply(request)
+
+    return [Route("/v2/query", handler, methods=["GET", "POST"])]
+
+
+def test_a_redirect_is_not_followed_and_never_carries_the_token() -> None:
+    """A source that redirects elsewhere gets no second request: the read token never reaches the
+    other origin, and the error names where the source pointed."""
+    from starlette.responses import RedirectResponse, Response
+
+    seen: list[str | None] = []
+
+    def elsewhere(request: Any) -> Any:
+        seen.append(request.headers.get("authorization"))
+        return Response(_arrow(pa.table({"one": [1], "_mastrace_total": [1]})), media_type=ARROW)
+
+    with running(_answering(elsewhere)) as other:
+        for status in (301, 302, 303, 307, 308):
+            redirect = _answering(lambda request, code=status: RedirectResponse(f"{other}/v2/query", code))
+            with (
+                running(redirect) as url,
+                SourceStore(url, "pylf_v1_us_secret") as remote,
+                pytest.raises(StoreError, match=f"redirects to {other}/v2/query") as error,
+            ):
+                remote.runs()
+            assert "\n" not in str(error.value)
+    assert seen == []
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "media", "message"),
+    [
+        (500, b"<html>\n<body>\n  Internal\n  Error\n</body>\n</html>", "text/html", "answered 500"),
+        (200, b"<html>\n<body>sign in</body>\n</html>", "text/html", "not an Arrow stream"),
+        (400, b'{"detail": "Binder Error: no\\n\\nLINE 1: SELECT"}', "application/json", "query failed"),
+    ],
+)
+def test_a_source_answering_garbage_is_one_line(status: int, body: bytes, media: str, message: str) -> None:
+    """HTML error pages, sign-in pages and multi-line details come back as one line naming the source."""
+    from starlette.responses import Response
+
+    with (
+        running(_answering(lambda request: Response(body, status, media_type=media))) as url,
+        SourceStore(url) as remote,
+        pytest.raises(StoreError, match=message) as error,
+    ):
+        remote.runs()
+    assert "\n" not in str(error.value) and url in str(error.value)
+
+
+def test_a_cut_arrow_stream_is_an_error_not_a_crash() -> None:
+    """An Arrow stream cut short (a proxy that dropped the end) is reported as a broken answer."""
+    from starlette.responses import Response
+
+    whole = _arrow(pa.table({"one": list(range(100)), "_mastrace_total": [100] * 100}))
+    with (
+        running(_answering(lambda request: Response(whole[: len(whole) - 30], media_type=ARROW))) as url,
+        SourceStore(url) as remote,
+        pytest.raises(StoreError, match="not an Arrow stream"),
+    ):
+        remote.runs()
+
+
+@pytest.mark.parametrize(
+    "table",
+    [
+        pa.table({"x": [1]}),  # not the columns asked for: no row count
+        pa.table({"trace_id": ["a" * 32], "note": ["no span ids, names or times"], "_mastrace_total": [1]}),
+    ],
+)
+def test_a_source_lying_about_columns_is_an_error(table: pa.Table) -> None:
+    """A source whose answer lacks the columns the query asked for is reported, not read as spans."""
+    from starlette.responses import Response
+
+    with (
+        running(_answering(lambda request: Response(_arrow(table), media_type=ARROW))) as url,
+        SourceStore(url) as remote,
+        pytest.raises(StoreError, match="columns"),
+    ):
+        remote.runs()
+
+
+@pytest.mark.parametrize("claimed", [10**12, 50_000_000])
+def test_a_source_that_pages_forever_is_stopped(claimed: int) -> None:
+    """A source claiming endless rows, or more one-row pages than any real source needs, is given up
+    on after one request."""
+    from starlette.responses import Response
+
+    asked: list[int] = []
+
+    def one_row(request: Any) -> Any:
+        asked.append(1)
+        return Response(_arrow(pa.table({"one": [1], "_mastrace_total": [claimed]})), media_type=ARROW)
+
+    with (
+        running(_answering(one_row)) as url,
+        SourceStore(url) as remote,
+        pytest.raises(StoreError, match="rows"),
+    ):
+        remote.runs()
+    assert len(asked) == 1

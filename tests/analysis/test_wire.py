@@ -38,6 +38,13 @@ def con() -> Iterator[duckdb.DuckDBPyConnection]:
         ("DATE", "Date32"),
         ("VARCHAR[]", {"List": {"name": "item", "data_type": "Utf8", "nullable": True}}),
         ("STRUCT(k INTEGER)", "Utf8"),
+        ("DECIMAL(4,1)[]", {"List": {"name": "item", "data_type": {"Decimal128": [4, 1]}, "nullable": True}}),
+        (
+            "TIMESTAMP[]",
+            {"List": {"name": "item", "data_type": {"Timestamp": ["Microsecond", "UTC"]}, "nullable": True}},
+        ),
+        ("DECIMAL(4,1)[2]", "Utf8"),
+        ("UHUGEINT", "Utf8"),
     ],
 )
 def test_arrow_data_type(sql_type: str, arrow: object) -> None:

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -174,3 +175,33 @@ def test_the_read_token_comes_from_the_environment(served: tuple[Path, str]) -> 
     assert wrong.returncode == 2
     assert served_token.returncode == 0 and served_token.stdout.count("coordination.session") == 2
     assert logfire_token.stdout == served_token.stdout
+
+
+def test_a_redirecting_or_broken_source_is_one_line_and_keeps_the_token() -> None:
+    """A source that redirects elsewhere, or answers an HTML error page, gives one line and exit 2,
+    and the read token never reaches the origin a redirect points to."""
+    from starlette.responses import RedirectResponse, Response
+    from starlette.routing import Route
+
+    seen: list[str | None] = []
+
+    async def elsewhere(request: Any) -> Any:
+        seen.append(request.headers.get("authorization"))
+        return Response(b"", 500)
+
+    async def broken(request: Any) -> Any:
+        return Response(b"<html>\n<body>\nBad gateway\n</body>\n</html>", 502, media_type="text/html")
+
+    env = {**clean_env(), "LOGFIRE_READ_TOKEN": "pylf_v1_us_not_for_elsewhere"}
+    with running([Route("/v2/query", elsewhere, methods=["GET", "POST"])]) as other:
+
+        async def redirect(request: Any) -> Any:
+            return RedirectResponse(f"{other}/v2/query", 302)
+
+        with running([Route("/v2/query", redirect, methods=["POST"])]) as url:
+            moved = _cli("runs", "--source", url, env=env)
+        with running([Route("/v2/query", broken, methods=["POST"])]) as url:
+            failed = _cli("analyze", "latest", "--source", url, env=env)
+    assert moved.returncode == 2 and moved.stderr.count("\n") == 1 and f"redirects to {other}" in moved.stderr
+    assert failed.returncode == 2 and failed.stderr.count("\n") == 1 and "answered 502" in failed.stderr
+    assert seen == []

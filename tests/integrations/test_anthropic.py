@@ -64,6 +64,21 @@ class Handler(BaseHTTPRequestHandler):
         start = {**message, "content": [], "stop_reason": None, "stop_sequence": None}
         start["usage"] = {"input_tokens": INPUT, "output_tokens": 1, "cache_read_input_tokens": CACHE_READ}
         self.wfile.write(_sse("message_start", {"message": start}))
+        if body["model"] == "tools":  # one block whole at its start (as some gateways send), one in fragments
+            whole = {"type": "tool_use", "id": "toolu_a", "name": "look", "input": {"where": "Mars"}}
+            pieces = {"type": "tool_use", "id": "toolu_b", "name": "look", "input": {}}
+            self.wfile.write(_sse("content_block_start", {"index": 0, "content_block": whole}))
+            self.wfile.write(_sse("content_block_stop", {"index": 0}))
+            self.wfile.write(_sse("content_block_start", {"index": 1, "content_block": pieces}))
+            for fragment in ('{"where":', ' "Venus"}'):
+                fragment_delta = {"type": "input_json_delta", "partial_json": fragment}
+                self.wfile.write(_sse("content_block_delta", {"index": 1, "delta": fragment_delta}))
+            self.wfile.write(_sse("content_block_stop", {"index": 1}))
+            tool_delta = {"delta": {"stop_reason": "tool_use", "stop_sequence": None}}
+            self.wfile.write(_sse("message_delta", {**tool_delta, "usage": {"output_tokens": OUTPUT}}))
+            self.wfile.write(_sse("message_stop", {}))
+            self.wfile.flush()
+            return
         self.wfile.write(
             _sse("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}})
         )
@@ -162,3 +177,22 @@ def test_async_and_errors(mastrace_spans: CapturedSpans, server_url: str, instru
     assert mastrace_spans.attributes("llm.anthropic.stream")["gen_ai.usage.output_tokens"] == OUTPUT
     failed = mastrace_spans.one("llm.anthropic.chat")
     assert failed.status.status_code.name == "ERROR"
+
+
+def test_streamed_tool_input_whole_or_in_fragments_is_recorded(server_url: str, instrumented: None) -> None:
+    """A tool call whose input arrives whole in `content_block_start` and one whose input arrives in
+    fragments are both recorded with their arguments, as the SDK assembles them."""
+    from mastrace.testing import capture_spans
+
+    with capture_spans(capture_content=True) as captured:
+        with _client(server_url).messages.stream(
+            model="tools", max_tokens=16, messages=[{"role": "user", "content": "where?"}]
+        ) as stream:
+            final = stream.get_final_message()
+        attrs = captured.attributes("llm.anthropic.stream")
+    assert [block.input for block in final.content] == [{"where": "Mars"}, {"where": "Venus"}]
+    (message,) = attrs["gen_ai.output.messages"]
+    assert [(p["id"], p["arguments"]) for p in message["parts"]] == [
+        ("toolu_a", {"where": "Mars"}),
+        ("toolu_b", {"where": "Venus"}),
+    ]

@@ -173,3 +173,27 @@ def test_tool_calls_provider_and_server_follow_the_conventions(instrumented: Non
         tool_part = attrs["gen_ai.output.messages"][0]["parts"][-1]
         assert tool_part["arguments"] == {"city": "Paris"} and tool_part["id"] == OPENAI_CALL_ID
         assert [m["role"] for m in attrs["gen_ai.input.messages"]] == ["system", "user"]
+
+
+def test_model_and_messages_given_positionally_are_read(url: str, instrumented: None) -> None:
+    """`litellm.completion(model, messages, ...)` (and the async and streamed forms), whose first two
+    parameters are positional, records the model, provider and messages as the keyword form does."""
+    messages = [{"role": "user", "content": "hi"}]
+
+    async def both_async() -> None:
+        await litellm.acompletion("openai/gpt-x", messages, api_base=url, api_key="sk-test")
+        stream = await litellm.acompletion(
+            "openai/gpt-x", messages, api_base=url, api_key="sk-test", stream=True
+        )
+        async for _ in stream:
+            pass
+
+    with capture_spans(capture_content=True) as captured:
+        litellm.completion("openai/gpt-x", messages, api_base=url, api_key="sk-test")
+        asyncio.run(both_async())
+        spans = [s for s in captured.spans if s.name.startswith("llm.litellm.")]
+    assert [s.name for s in spans] == ["llm.litellm.chat", "llm.litellm.chat", "llm.litellm.stream"]
+    for span in spans:
+        assert span.attributes["gen_ai.request.model"] == "openai/gpt-x"
+        assert span.attributes["gen_ai.provider.name"] == "openai"
+        assert "hi" in span.attributes["gen_ai.input.messages"]

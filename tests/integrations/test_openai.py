@@ -11,6 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import openai
+import pydantic
 import pytest
 
 import mastrace
@@ -41,6 +42,7 @@ class Handler(BaseHTTPRequestHandler):
         }
         if model == "with-cost":
             usage["cost"] = 0.0042
+        structured = (body.get("response_format") or {}).get("type") == "json_schema"
         if not body.get("stream"):
             payload = json.dumps(
                 {
@@ -51,7 +53,10 @@ class Handler(BaseHTTPRequestHandler):
                     "choices": [
                         {
                             "index": 0,
-                            "message": {"role": "assistant", "content": "".join(WORDS)},
+                            "message": {
+                                "role": "assistant",
+                                "content": '{"colour": "red"}' if structured else "".join(WORDS),
+                            },
                             "finish_reason": "stop",
                         }
                     ],
@@ -223,3 +228,35 @@ def test_an_unknown_version_is_one_warning_and_no_tracing(
     _client(server_url).chat.completions.create(model="gpt-x", messages=[{"role": "user", "content": "x"}])
     assert not [s for s in mastrace_spans.spans if s.name.startswith("llm.")]
     assert "not a version that instrument_openai() knows" in caplog.text
+
+
+class Colour(pydantic.BaseModel):
+    colour: str
+
+
+def test_structured_output_parse_is_traced_and_credited(
+    mastrace_spans: CapturedSpans, server_url: str, instrumented: None
+) -> None:
+    """`chat.completions.parse()` (structured output; the SDK posts without `create`), sync and async,
+    is a chat span with its usage credited to the round once, and the parsed result is the caller's."""
+
+    async def parse_async() -> Any:
+        client = openai.AsyncOpenAI(base_url=server_url, api_key="sk-test-not-real", max_retries=0)
+        return await client.chat.completions.parse(
+            model="gpt-x", messages=[{"role": "user", "content": "colour?"}], response_format=Colour
+        )
+
+    with Agent().agent_round(0, "initial_answer") as rnd:
+        reply = _client(server_url).chat.completions.parse(
+            model="gpt-x", messages=[{"role": "user", "content": "colour?"}], response_format=Colour
+        )
+        async_reply = asyncio.run(parse_async())
+    assert reply.choices[0].message.parsed == Colour(colour="red") == async_reply.choices[0].message.parsed
+    spans = mastrace_spans.by_name("llm.openai.chat")
+    assert len(spans) == 2
+    for span in spans:
+        assert span.attributes["gen_ai.output.type"] == "json"
+        assert span.attributes["gen_ai.usage.input_tokens"] == PROMPT_TOKENS
+        assert mastrace_spans.parent_of(span) is mastrace_spans.one("agent.agent_a.round_0")
+    usage = rnd.usage
+    assert (usage.input_tokens, usage.output_tokens) == (2 * PROMPT_TOKENS, 2 * COMPLETION_TOKENS)  # type: ignore[attr-defined]

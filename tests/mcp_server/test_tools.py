@@ -50,3 +50,12 @@ def test_tools_read_several_stores_as_one(tmp_path: Path) -> None:
     write_store(tmp_path / "b", base_ns=1_800_000_000_000_000_000)
     tools = Tools([tmp_path / "a", tmp_path / "b"])
     assert tools.list_runs(10).count("coordination.session") == 4
+
+
+def test_a_runaway_query_is_a_tool_error_at_the_time_limit(tmp_path: Path) -> None:
+    """A statement that would run for ages is stopped at the time limit, with a message the model can
+    act on; the next query is answered."""
+    tools = Tools(write_store(tmp_path / "store").path, max_seconds=1)
+    with pytest.raises(StoreError, match="time limit of 1 s"):
+        tools.arbitrary_query("SELECT sum(range % 7) FROM range(9223372036854775807)")
+    assert tools.arbitrary_query("SELECT 1 AS one") == '[{"one": 1}]'

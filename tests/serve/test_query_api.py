@@ -357,12 +357,19 @@ def test_the_sandbox_refuses_what_mastrace_query_refuses(client: LogfireQueryCli
         (b'{"sql": "SELECT 1", "deployment_environment": "prod"}', "deployment_environment"),
         (b'{"sql": "SELECT 1", "timezone": "Europe/Paris"}', "timezone"),
         (b'{"sql": "SELECT 1", "explain": true}', "explain"),
+        # hostile ones: deep nesting, times out of range once in UTC, lone surrogates
+        (b"[" * 100_000 + b"]" * 100_000, "body"),
+        (b'{"sql": "SELECT 1", "min_timestamp": "0001-01-01T00:00:00+14:00"}', "min_timestamp"),
+        (b'{"sql": "SELECT 1", "max_timestamp": "9999-12-31T23:59:59-14:00"}', "max_timestamp"),
+        (b'{"sql": "SELECT \'\\ud800\'"}', "sql"),
+        (b'{"sql": "SELECT 1", "deployment_environment": ["\\udfff"]}', "deployment_environment"),
     ],
 )
 def test_malformed_requests_get_422_naming_the_field(url: str, body: bytes, field: str) -> None:
-    """A malformed body or field is refused with 422 and a FastAPI-shaped detail naming it."""
+    """A malformed or hostile body or field is refused with 422 (never 500) and a FastAPI-shaped detail
+    naming it."""
     reply = httpx.post(f"{url}/v2/query", content=body, headers={"authorization": "t"})
-    assert reply.status_code == 422
+    assert reply.status_code == 422, reply.text
     assert reply.json()["detail"][0]["loc"] == ["body", field]
 
 
@@ -477,3 +484,110 @@ def test_a_configured_token_is_checked_on_every_route(store: Store) -> None:
             f"{base}/v2/query", json={"sql": "SELECT 1"}, headers={"authorization": "Bearer s3cret"}
         )
         assert bearer.status_code == 200
+
+
+# --- hostile and unusual clients ---------------------------------------------------------------------
+def _strict_json(raw: bytes) -> Any:
+    """JSON as a strict parser (a browser's, Go's, Rust's) reads it: no NaN or Infinity tokens."""
+
+    def refuse(token: str) -> Any:
+        raise ValueError(f"{token} is not JSON")
+
+    return json.loads(raw, parse_constant=refuse)
+
+
+NESTED_SQL = (
+    "SELECT [TIMESTAMP '2024-01-02 03:04:05'] AS times, {'at': TIMESTAMP '2024-01-02 03:04:05'} AS st, "
+    "[1.5::DECIMAL(4,1)] AS decimals, [1.0, 'nan'::DOUBLE, '-inf'::DOUBLE] AS floats, "
+    "{'ratio': 'inf'::FLOAT} AS ratio, MAP {'k': 'nan'::DOUBLE} AS m, "
+    "340282366920938463463374607431768211455::UHUGEINT AS huge, 'x' AS plain"
+)
+
+
+@pytest.mark.filterwarnings("ignore:pandas only supports SQLAlchemy")
+def test_nested_and_wide_values_reach_every_client(url: str, client: LogfireQueryClient) -> None:
+    """Lists of times and decimals, non-finite floats inside lists, structs and maps, and the widest
+    unsigned integers answer in every format: strict JSON, CSV, Arrow with the exact value, pandas."""
+    raw = httpx.post(f"{url}/v2/query", json={"sql": NESTED_SQL}, headers={"authorization": "t"})
+    assert raw.status_code == 200, raw.text
+    (row,) = _strict_json(raw.content)["data"]
+    assert row["floats"] == [1.0, None, None] and row["ratio"] == {"ratio": None} and row["m"] == {"k": None}
+    assert row["decimals"] == [1.5] and row["huge"] == "340282366920938463463374607431768211455"
+    assert row["times"] == ["2024-01-02 03:04:05"] and row["plain"] == "x"
+    fields = {
+        f["name"]: f["datatype"] for f in client.query_json_rows(NESTED_SQL, min_timestamp=SINCE)["columns"]
+    }
+    assert fields["decimals"] == {
+        "List": {"name": "item", "datatype": {"Decimal128": [4, 1]}, "nullable": True}
+    }
+    assert fields["times"]["List"]["datatype"] == {"Timestamp": ["Microsecond", "UTC"]}
+    (line,) = list(csv.DictReader(io.StringIO(client.query_csv(NESTED_SQL, min_timestamp=SINCE))))
+    assert line["huge"] == "340282366920938463463374607431768211455" and line["decimals"] == "[1.5]"
+    (arrow_row,) = client.query_arrow(NESTED_SQL, min_timestamp=SINCE).to_pylist()
+    assert arrow_row["huge"] == "340282366920938463463374607431768211455"
+    assert arrow_row["decimals"] == [Decimal("1.5")] and arrow_row["times"] == [datetime(2024, 1, 2, 3, 4, 5)]
+    with logfire.db_api.connect("t", base_url=url, min_timestamp=SINCE) as conn:
+        frame = pd.read_sql(NESTED_SQL, conn)
+    assert frame.loc[0, "plain"] == "x" and frame.loc[0, "floats"] == [1.0, None, None]
+
+
+def test_a_limit_beyond_64_bits_means_every_row(client: LogfireQueryClient) -> None:
+    """A `limit` too large for any store is no limit, not a failed query."""
+    for limit in (2**63, 10**30):
+        rows = client.query_json_rows("SELECT * FROM range(3)", min_timestamp=SINCE, limit=limit)["rows"]
+        assert len(rows) == 3
+
+
+@pytest.mark.parametrize(
+    ("accept", "media"),
+    [
+        ("text/csv;q=0, application/json", "application/json"),
+        ("application/json;q=0.5, text/csv", "text/csv"),
+        ("application/vnd.apache.arrow.stream;q=0.1, text/csv;q=0.9", "text/csv"),
+        ("text/*", "text/csv"),
+        ("*/*;q=0.1, application/vnd.apache.arrow.stream", "application/vnd.apache.arrow.stream"),
+        ("application/json, application/problem+json;q=0.9", "application/json"),
+    ],
+)
+def test_accept_honours_quality_values(url: str, accept: str, media: str) -> None:
+    """The answer's format is the most preferred one serve produces; q=0 means not that one."""
+    reply = httpx.post(f"{url}/v2/query", json={"sql": "SELECT 1 AS one"}, headers={"accept": accept})
+    assert reply.status_code == 200 and reply.headers["content-type"].split(";")[0] == media
+
+
+def test_only_a_format_refused_with_q0_is_not_acceptable(url: str) -> None:
+    """An `Accept` whose only format serve produces has q=0 gets 406."""
+    reply = httpx.post(
+        f"{url}/v2/query", json={"sql": "SELECT 1"}, headers={"accept": "application/json;q=0"}
+    )
+    assert reply.status_code == 406
+
+
+def test_a_runaway_query_is_stopped_at_the_time_limit(store: Store) -> None:
+    """A statement that would run for ages is interrupted at the time limit with a 400 saying so,
+    and its slot serves the next query."""
+    forever = "SELECT sum(range % 7) FROM range(9223372036854775807)"
+    with (
+        running(query_routes(store.path, max_queries=1, max_seconds=1)) as base,
+        LogfireQueryClient("t", base_url=base, timeout=120) as c,
+    ):
+        with pytest.raises(QueryExecutionError) as error:
+            c.query_json_rows(forever, min_timestamp=SINCE)
+        assert "time limit of 1 s" in error.value.args[0]["detail"]
+        assert c.query_json_rows("SELECT 1 AS one", min_timestamp=SINCE)["rows"] == [{"one": 1}]
+
+
+@pytest.mark.parametrize("host", ["attacker.example", "attacker.example:4318", "127.0.0.1.nip.io"])
+def test_a_rebound_name_cannot_read_without_a_token(url: str, host: str) -> None:
+    """Without a serve token, a request naming another host (a web page whose name was rebound to
+    127.0.0.1) is refused: only loopback names and addresses read."""
+    for method, path in (("POST", "/v2/query"), ("GET", "/v1/read-token-info")):
+        reply = httpx.request(method, f"{url}{path}", json={"sql": "SELECT 1"}, headers={"host": host})
+        assert reply.status_code == 401, (path, reply.text)
+
+
+@pytest.mark.parametrize("host", ["localhost", "LOCALHOST:4318", "127.0.0.1", "[::1]:4318", "app.localhost"])
+def test_loopback_names_read_without_a_token(url: str, host: str) -> None:
+    """Loopback names and addresses in `Host` read as before."""
+    reply = httpx.post(f"{url}/v2/query", json={"sql": "SELECT 1 AS one"}, headers={"host": host})
+    assert reply.status_code == 200 and reply.json()["data"] == [{"one": 1}]

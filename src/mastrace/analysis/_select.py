@@ -14,6 +14,8 @@ exactly the root spans of `records`.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -26,7 +28,7 @@ from ..store._schema import ROOTS_VIEW_NAME, VIEW_NAME
 from ..store.reader import roots_complete
 from ._store import TraceStore
 
-__all__ = ["READ_ONLY_STATEMENTS", "Window", "bounded_relation", "check_read_only"]
+__all__ = ["READ_ONLY_STATEMENTS", "TimeLimit", "Window", "bounded_relation", "check_read_only"]
 
 READ_ONLY_STATEMENTS = frozenset({"SELECT", "EXPLAIN", "PRAGMA", "RELATION"})
 """Statement types that run in the sandbox: they read, and on a sandboxed store read only the store."""
@@ -140,3 +142,47 @@ def bounded_relation(
 
 def _identifier(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
+
+
+class TimeLimit:
+    """Interrupts what runs on a store's connection once `seconds` have passed since it was made.
+
+    A statement can run for ages (`range(9223372036854775807)`, a cross join of `records` with
+    itself); a client that gave up on it, or a model that wrote it, must not leave it holding a
+    thread and a query slot. `stopped(exc)` tells the interruption from other errors, `message`
+    says what happened. Call `cancel()` before closing the connection.
+
+    Args:
+        store: The store whose statements are interrupted.
+        seconds: The time limit; None for none.
+    """
+
+    def __init__(self, store: TraceStore, seconds: float | None) -> None:
+        self.seconds = seconds
+        self.fired = False
+        self._timer: threading.Timer | None = None
+        if seconds is not None:
+            self._timer = threading.Timer(seconds, self._interrupt, args=(store.con,))
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _interrupt(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.fired = True
+        with contextlib.suppress(duckdb.Error):  # closed in the meantime: nothing runs on it any more
+            con.interrupt()
+
+    def stopped(self, exc: BaseException) -> bool:
+        """Whether `exc` is the interruption this limit caused."""
+        return self.fired and isinstance(exc, duckdb.InterruptException)
+
+    @property
+    def message(self) -> str:
+        return (
+            f"the query was stopped at the time limit of {self.seconds:g} s: "
+            "narrow it with a WHERE, a LIMIT or an aggregate"
+        )
+
+    def cancel(self) -> None:
+        """Stop the timer (the statements are done)."""
+        if self._timer is not None:
+            self._timer.cancel()

@@ -10,6 +10,11 @@ the same results for the same spans.
 
 Rows are fetched in pages when the source caps them (Logfire answers at most 10,000 rows a query);
 another `mastrace serve` answers a whole trace at once.
+
+A source is not trusted further than its answers: a redirect is not followed (the read token goes
+to the origin it was given for, and nowhere else), an answer that is not the Arrow stream of the
+columns asked for is an error, paging stops at `_ALL_ROWS` rows or `MAX_PAGES` pages, and every
+error is one line.
 """
 
 from __future__ import annotations
@@ -39,6 +44,10 @@ __all__ = ["QueryAPIClient", "QueryRefused", "SourceStore", "source_url"]
 _EPOCH: Final = "1970-01-01T00:00:00+00:00"
 _ALL_ROWS: Final = 100_000_000
 LOGFIRE_MAX_ROWS: Final = 10_000
+MAX_PAGES: Final = _ALL_ROWS // LOGFIRE_MAX_ROWS
+"""Pages read for one question at most: every row there may be, at Logfire's page size."""
+# Columns without which rows are not spans (the others have defaults, see `_DEFAULTS`).
+_SPAN_COLUMNS: Final = ("trace_id", "span_id", "span_name", "start_timestamp")
 _TOTAL: Final = "_mastrace_total"
 _MAX_WAIT: Final = 60.0
 _TOKEN_REGION = re.compile(r"^pylf_v\d+_(?P<region>[a-z]+)_")
@@ -62,6 +71,13 @@ _RUNS_COLUMNS = (
     "trace_id, span_id, span_name, service_name, start_timestamp, end_timestamp, duration, parent_span_id, "
     "otel_status_code, is_exception, attributes"
 )
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Redirects are answers, not followed: urllib would resend the read token to the new origin."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
 
 
 class QueryRefused(StoreError):
@@ -118,6 +134,7 @@ class QueryAPIClient:
         threading.Thread(target=importlib.import_module, args=("pyarrow.ipc",), daemon=True).start()
         self.url, self.token, self.timeout, self.retries = url, token, timeout, retries
         self.page_rows = page_rows
+        self._opener = urllib.request.build_opener(_NoRedirect)
 
     def close(self) -> None:
         """Nothing to release: each query is one HTTP request."""
@@ -138,12 +155,14 @@ class QueryAPIClient:
                 break
             time.sleep(_retry_after(headers.get("retry-after")))
         if status != 200:
-            raise QueryRefused(self._message(status, content), status)
+            raise QueryRefused(self._message(status, content, headers), status)
         try:
             with pyarrow.ipc.open_stream(content) as reader:
                 return reader.read_all()
-        except pyarrow.ArrowInvalid as exc:
-            raise StoreError(f"the source at {self.url} sent an answer that is not an Arrow stream") from exc
+        except (pyarrow.ArrowException, OSError, ValueError) as exc:  # a cut stream is an OSError
+            raise StoreError(
+                f"the source at {self.url} sent an answer that is not an Arrow stream (or cut it short)"
+            ) from exc
 
     def _post(self, body: bytes) -> tuple[int, Any, bytes]:
         headers = {
@@ -155,7 +174,7 @@ class QueryAPIClient:
             headers["authorization"] = self.token
         request = urllib.request.Request(self.url + "/v2/query", data=body, headers=headers, method="POST")
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            with self._opener.open(request, timeout=self.timeout) as response:
                 return int(response.status), response.headers, response.read()
         except urllib.error.HTTPError as exc:
             return int(exc.code), exc.headers, exc.read()
@@ -163,7 +182,12 @@ class QueryAPIClient:
             reason = getattr(exc, "reason", exc)
             raise StoreError(f"cannot reach the source at {self.url}: {reason}") from exc
 
-    def _message(self, status: int, content: bytes) -> str:
+    def _message(self, status: int, content: bytes, headers: Any) -> str:
+        if 300 <= status < 400:
+            target = _one_line(str(headers.get("location") or "elsewhere"))
+            return (
+                f"the source at {self.url} redirects to {target}: give that URL as --source if you trust it"
+            )
         if status in (400, 422):
             return f"query failed at {self.url}: {_detail(content)}"
         if status in (401, 403):
@@ -189,19 +213,24 @@ class QueryAPIClient:
         size = _ALL_ROWS
         counted = f"SELECT *, count(*) OVER () AS {_TOTAL} FROM ({select}) AS q"
         try:
-            first = self.arrow(counted, size)
+            first = self._counted(counted, size)
         except QueryRefused as exc:
             if exc.status != 422:
                 raise
             size, first = self.page_rows, None  # a source that caps `limit` refuses a larger one
-        total = first.column(_TOTAL)[0].as_py() if first is not None and first.num_rows else None
+        total = self._total(first) if first is not None and first.num_rows else None
         if first is not None and first.num_rows == (total or 0):
             return first.drop_columns([_TOTAL]) if first.num_rows else None
         size = min(size, first.num_rows) if first is not None and first.num_rows else size
         pages, fetched = [], 0
         while total is None or fetched < total:
-            page = self.arrow(f"{counted} ORDER BY {order} LIMIT {size} OFFSET {fetched}", size)
-            total = page.column(_TOTAL)[0].as_py() if page.num_rows else 0 if total is None else total
+            if total is not None and -(-total // size) > MAX_PAGES:
+                raise StoreError(
+                    f"the source at {self.url} claims {total:,} rows at {size:,} a query: "
+                    f"more than {MAX_PAGES:,} queries, not read"
+                )
+            page = self._counted(f"{counted} ORDER BY {order} LIMIT {size} OFFSET {fetched}", size)
+            total = self._total(page) if page.num_rows else 0 if total is None else total
             if not page.num_rows:
                 break
             pages.append(page.drop_columns([_TOTAL]))
@@ -209,6 +238,25 @@ class QueryAPIClient:
         if fetched != total:
             raise StoreError(f"the source at {self.url} answered {fetched} of {total} rows")
         return pyarrow.concat_tables(pages) if pages else None
+
+    def _counted(self, sql: str, limit: int) -> Any:
+        """The answer to a counted query, which must hold the count column it asked for."""
+        answer = self.arrow(sql, limit)
+        if _TOTAL not in answer.column_names:
+            raise StoreError(f"the source at {self.url} answered columns that do not match the query")
+        return answer
+
+    def _total(self, table: Any) -> int:
+        total = table.column(_TOTAL)[0].as_py()
+        if not isinstance(total, int) or total < table.num_rows or total > _ALL_ROWS:
+            raise StoreError(f"the source at {self.url} answered an impossible count of rows ({total!r})")
+        return total
+
+
+def _one_line(text: str, limit: int = 500) -> str:
+    """A source's text as one line of at most `limit` characters (it may be a whole HTML page)."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[:limit] + "…"
 
 
 def _retry_after(value: str | None) -> float:
@@ -221,13 +269,13 @@ def _retry_after(value: str | None) -> float:
 def _detail(content: bytes) -> str:
     try:
         body = json.loads(content)
-    except ValueError:
-        return content.decode("utf-8", "replace")[:500]
+    except (ValueError, RecursionError):
+        return _one_line(content.decode("utf-8", "replace"))
     if isinstance(body, dict):
         legacy = body.get("error_details", body)
         detail = legacy.get("detail", body) if isinstance(legacy, dict) else legacy
-        return detail if isinstance(detail, str) else str(detail)[:500]
-    return str(body)[:500]
+        return _one_line(detail if isinstance(detail, str) else str(detail))
+    return _one_line(str(body))
 
 
 class SourceStore(TraceStore):
@@ -401,6 +449,9 @@ def _show_records(con: duckdb.DuckDBPyConnection, table: Any) -> None:
         select = ", ".join(f"CAST(NULL AS {t}) AS {name}" for name, (t, _) in COLUMNS.items())
         con.execute(f"CREATE OR REPLACE VIEW {VIEW_NAME} AS SELECT {select} WHERE false")
     else:
+        missing = [name for name in _SPAN_COLUMNS if name not in table.column_names]
+        if missing:
+            raise StoreError(f"the source answered spans without the columns {', '.join(missing)}")
         con.register(_FETCHED, table)
         types = dict(zip(table.column_names, (str(t) for t in table.schema.types), strict=True))
         values = [f"{_column(name, sql_type, types)} AS {name}" for name, (sql_type, _) in COLUMNS.items()]

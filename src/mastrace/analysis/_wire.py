@@ -3,14 +3,17 @@ Query API sends them; the MCP server reads rows as JSON through `json_rows`).
 
 - `application/json`: `{"schema": {"fields": [...]}, "data": [{column: value}, ...]}`, each field's
   `data_type` spelled as Arrow's Rust implementation (and so Logfire) spells it (`"Utf8"`,
-  `{"Timestamp": ["Microsecond", "UTC"]}`); JSON columns such as `attributes` are objects.
+  `{"Timestamp": ["Microsecond", "UTC"]}`); JSON columns such as `attributes` are objects. NaN and
+  the infinities, which JSON cannot hold, are null, inside lists, structs and maps too.
 - `text/csv`: a header line, then one line per row; JSON and nested values as JSON text.
 - `application/vnd.apache.arrow.stream`: an Arrow IPC stream, batches straight from DuckDB (needs
   `pyarrow` to write the stream: the `query` extra).
 
 Timestamps leave as UTC (`…Z` in text, a `UTC` time zone in Arrow): the store keeps them as naive UTC,
-Logfire sends them time-zone aware. Each encoder yields the body in chunks; the first chunk runs the
-statement, so an error in it surfaces before anything is sent. The encoding itself happens in DuckDB
+Logfire sends them time-zone aware. Integers wider than Arrow's decimals (`UHUGEINT`, `BIGNUM`) and
+bit strings leave as text in every format, so that no value changes on the way. Each encoder yields
+the body in chunks; the first chunk runs the statement, so an error in it surfaces before anything
+is sent. The encoding itself happens in DuckDB
 (`to_json`, `strftime`), not row by row in Python.
 """
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
@@ -60,27 +64,38 @@ _SIMPLE_TYPES: Final[dict[str, Any]] = {
 }
 
 
-def _is_timestamp(sql_type: str) -> bool:
-    return sql_type.startswith("TIMESTAMP")
+# Types whose values Arrow (or a JSON number) cannot carry unchanged: they leave as text.
+_TEXT_TYPES: Final = frozenset({"UHUGEINT", "BIGNUM", "VARINT", "BIT"})
+# A JSON string (skipped as it is), or a NaN / infinity token that DuckDB writes inside nested values.
+_NON_FINITE: Final = re.compile(r'"(?:[^"\\]|\\.)*"|(-?Infinity|NaN)')
 
 
 def _is_nested(sql_type: str) -> bool:
     return sql_type.endswith("]") or sql_type.startswith(("STRUCT", "MAP", "UNION"))
 
 
+def _is_timestamp(sql_type: str) -> bool:
+    """A timestamp column itself (not a list or struct holding timestamps)."""
+    return sql_type.startswith("TIMESTAMP") and not _is_nested(sql_type)
+
+
+def _holds_floats(sql_type: str) -> bool:
+    return _is_nested(sql_type) and ("FLOAT" in sql_type or "DOUBLE" in sql_type)
+
+
 def arrow_data_type(sql_type: str) -> Any:
     """A DuckDB type as an Arrow `DataType` in the JSON that Logfire's schema fields use."""
     if sql_type in _SIMPLE_TYPES:
         return _SIMPLE_TYPES[sql_type]
-    if _is_timestamp(sql_type):
-        return {"Timestamp": ["Microsecond", "UTC"]}
-    if sql_type.startswith("DECIMAL("):
-        precision, scale = (int(part) for part in sql_type[len("DECIMAL(") : -1].split(","))
-        return {"Decimal128": [precision, scale]}
     if sql_type.endswith("[]"):
         item = {"name": "item", "data_type": arrow_data_type(sql_type[:-2]), "nullable": True}
         return {"List": item}
-    return "Utf8"  # structs, maps, enums and the like arrive as text
+    if _is_timestamp(sql_type):
+        return {"Timestamp": ["Microsecond", "UTC"]}
+    if sql_type.startswith("DECIMAL(") and sql_type.endswith(")"):
+        precision, scale = (int(part) for part in sql_type[len("DECIMAL(") : -1].split(","))
+        return {"Decimal128": [precision, scale]}
+    return "Utf8"  # structs, maps, enums, fixed-size arrays and the like arrive as text
 
 
 def unique_names(names: Sequence[str]) -> list[str]:
@@ -111,6 +126,8 @@ def _json_value(position: int, sql_type: str) -> str:
         return f"strftime({column}, {_ISO_UTC})"
     if sql_type in ("FLOAT", "DOUBLE"):  # JSON has no NaN or infinity: they become null
         return f"CASE WHEN isfinite({column}) THEN {column} END"
+    if sql_type in _TEXT_TYPES:
+        return f"CAST({column} AS VARCHAR)"
     return column
 
 
@@ -126,7 +143,18 @@ def _text_value(position: int, sql_type: str) -> str:
 
 
 def _arrow_value(position: int, sql_type: str) -> str:
-    return f"CAST(#{position} AS TIMESTAMPTZ)" if _is_timestamp(sql_type) else f"#{position}"
+    if _is_timestamp(sql_type):
+        return f"CAST(#{position} AS TIMESTAMPTZ)"
+    return f"CAST(#{position} AS VARCHAR)" if sql_type in _TEXT_TYPES else f"#{position}"
+
+
+def _finite(match: re.Match[str]) -> str:
+    return "null" if match.group(1) else match.group(0)
+
+
+def _nulled_non_finite(batches: Iterator[list[tuple[str]]]) -> Iterator[list[tuple[str]]]:
+    for batch in batches:
+        yield [(_NON_FINITE.sub(_finite, text),) for (text,) in batch]
 
 
 def _rows(relation: duckdb.DuckDBPyRelation) -> Iterator[list[tuple[Any, ...]]]:
@@ -144,11 +172,15 @@ def _rows(relation: duckdb.DuckDBPyRelation) -> Iterator[list[tuple[Any, ...]]]:
 def json_rows(relation: duckdb.DuckDBPyRelation) -> Iterator[list[tuple[str]]]:
     """Each row as the text of a JSON object keyed by (unique) column name, a batch at a time."""
     names = unique_names(relation.columns)
+    types = _types(relation)
     members = ", ".join(
         f"{_quoted(name)} := {_json_value(i, sql_type)}"
-        for i, (name, sql_type) in enumerate(zip(names, _types(relation), strict=True), start=1)
+        for i, (name, sql_type) in enumerate(zip(names, types, strict=True), start=1)
     )
-    return _rows(relation.project(f"CAST(to_json(struct_pack({members})) AS VARCHAR)"))
+    rows = _rows(relation.project(f"CAST(to_json(struct_pack({members})) AS VARCHAR)"))
+    # DuckDB writes NaN and the infinities inside lists and structs as bare tokens, which only
+    # lenient parsers (Python's) read: the text of such rows is mended (rare columns, so rare work).
+    return _nulled_non_finite(rows) if any(_holds_floats(t) for t in types) else rows
 
 
 def json_body(relation: duckdb.DuckDBPyRelation, *, include_schema: bool = True) -> Iterator[bytes]:

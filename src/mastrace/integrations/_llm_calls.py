@@ -92,6 +92,8 @@ class Reader:
         response: Reads a whole response into a `Call` (id, model, usage, finish reasons, output).
         chunk: Reads one streamed chunk into a `Call`; runs per chunk, so it must be cheap.
         span_provider: The `<provider>` of span names and `massgen.backend`, when it differs.
+        positional: The names of the parameters an entry point takes positionally too, in order
+            (`litellm.completion(model, messages, ...)`), so that they are read like keywords.
     """
 
     provider: Callable[[Any, Mapping[str, Any]], str]
@@ -101,6 +103,7 @@ class Reader:
     response: Callable[[Call, Any], None]
     chunk: Callable[[Call, Any], None]
     span_provider: str | None = None
+    positional: tuple[str, ...] = ()
     options: Options = field(default_factory=Options)
 
 
@@ -289,6 +292,13 @@ class Call:
         return priced.usage
 
 
+def _named(reader: Reader, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Mapping[str, Any]:
+    """The call's arguments by name (the reader's positional parameters named, keywords as they are)."""
+    if not args or not reader.positional:
+        return kwargs
+    return {**dict(zip(reader.positional, args, strict=False)), **kwargs}
+
+
 def start_call(reader: Reader, instance: Any, kwargs: Mapping[str, Any]) -> Call | None:
     """A traced call, or None when it is not to be traced (inside another traced call, no-op, error)."""
     if current_call.get() is not None:
@@ -303,7 +313,7 @@ def sync_wrapper(reader: Reader) -> Callable[..., Any]:
     """A `wrapt` wrapper for an SDK's synchronous `create`."""
 
     def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        call = start_call(reader, instance, kwargs)
+        call = start_call(reader, instance, _named(reader, args, kwargs))
         if call is None:
             return wrapped(*args, **kwargs)
         with call.running():
@@ -321,7 +331,7 @@ def async_wrapper(reader: Reader) -> Callable[..., Any]:
     """A `wrapt` wrapper for an SDK's asynchronous `create`."""
 
     async def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        call = start_call(reader, instance, kwargs)
+        call = start_call(reader, instance, _named(reader, args, kwargs))
         if call is None:
             return await wrapped(*args, **kwargs)
         with call.running():

@@ -290,8 +290,8 @@ class ToolCall:
 
     def part(self, content: bool) -> Part:
         part: Part = {"type": "tool_call", "id": self.id, "name": self.name}
-        if content:
-            args = self.arguments if self.arguments is not None else "".join(self.fragments) or None
+        if content:  # fragments, when any came, complete what the start of the call said
+            args = "".join(self.fragments) or self.arguments
             part["arguments"] = arguments_value(args)
         return part
 

@@ -98,7 +98,10 @@ def _chunk(call: Call, event: Any) -> None:
 def _block_start(call: Call, index: int, block: Any) -> None:
     kind = getattr(block, "type", None)
     if kind == "tool_use":  # ids and names are recorded with capture off too
-        call.output.choice(0).call(index, getattr(block, "id", None), getattr(block, "name", None))
+        found = call.output.choice(0).call(index, getattr(block, "id", None), getattr(block, "name", None))
+        given = getattr(block, "input", None) if call.capture else None
+        if given:  # input sent whole at the start (no fragments follow), as the SDK reads it too
+            found.arguments = _plain(given)
     elif call.capture and kind == "text" and getattr(block, "text", None):
         call.output.choice(0).add_text(str(block.text))
 

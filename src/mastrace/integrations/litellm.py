@@ -86,6 +86,10 @@ _READER = Reader(
     response=_response,
     chunk=_chunk,
     span_provider="litellm",
+    positional=(
+        "model",
+        "messages",
+    ),  # completion(model, messages, ...) and acompletion(model, messages, ...)
 )
 
 

@@ -1,7 +1,8 @@
 """Trace the `openai` SDK's chat completions with one call: `instrument_openai()`.
 
-Every `client.chat.completions.create(...)` (sync and async, streamed or not) becomes a span of
-kind CLIENT, current while the SDK sends the request:
+Every `client.chat.completions.create(...)` (sync and async, streamed or not) and every
+`client.chat.completions.parse(...)` (structured output, which the SDK sends without `create`)
+becomes a span of kind CLIENT, current while the SDK sends the request:
 
 - `llm.<provider>.stream` for a streamed call, the name MassGen's backends use, from the request
   until the stream is exhausted, closed or abandoned;
@@ -203,6 +204,8 @@ def instrument_openai(
         ):
             return False
         _patches.apply(_READER, completions.Completions, completions.AsyncCompletions)
+        if hasattr(completions.Completions, "parse") and hasattr(completions.AsyncCompletions, "parse"):
+            _patches.wrap(_READER, completions.Completions, "parse", completions.AsyncCompletions, "parse")
         return True
 
 

@@ -1,7 +1,8 @@
 """What each tool of `mastrace mcp` answers, as bounded text a model can read (no MCP here).
 
 The SQL tools (`arbitrary_query`, `find_exceptions_in_file`) run one read-only statement on a
-sandboxed store, as `mastrace query` does; the others run mastrace's own analysis. Every answer is
+sandboxed store, as `mastrace query` does, stopped at a time limit; the others run mastrace's own
+analysis. Every answer is
 capped (rows, characters per value, characters in all) and says so when something was cut.
 """
 
@@ -26,15 +27,18 @@ from ..analysis import (
     render_runs,
     render_trace,
 )
-from ..analysis._select import Window, bounded_relation
+from ..analysis._select import TimeLimit, Window, bounded_relation
 from ..analysis._wire import json_rows
 from ..exceptions import StoreError
 from ..store._schema import COLUMNS
 from ..store.reader import StorePaths, store_paths
 
-__all__ = ["DEFAULT_SERVE_URL", "Tools"]
+__all__ = ["DEFAULT_SERVE_URL", "QUERY_SECONDS", "Tools"]
 
 DEFAULT_SERVE_URL: Final = "http://127.0.0.1:4318"
+QUERY_SECONDS: Final = 120.0
+"""A model's statement still running after this long is stopped: a runaway query would otherwise run
+on in its thread after the client gave up (MCP cancellation cannot stop a statement)."""
 MAX_ROWS: Final = 200
 MAX_VALUE_CHARS: Final = 2_000
 MAX_CHARS: Final = 40_000
@@ -127,11 +131,19 @@ class Tools:
     Args:
         stores: The store folder(s), read together as one `records` table.
         serve_url: Where `mastrace serve` shows runs, for trace links.
+        max_seconds: Stop a SQL tool's statement that runs longer than this (None: never).
     """
 
-    def __init__(self, stores: StorePaths = None, serve_url: str = DEFAULT_SERVE_URL) -> None:
+    def __init__(
+        self,
+        stores: StorePaths = None,
+        serve_url: str = DEFAULT_SERVE_URL,
+        *,
+        max_seconds: float | None = QUERY_SECONDS,
+    ) -> None:
         self.stores = store_paths(stores)
         self.serve_url = serve_url.rstrip("/")
+        self.max_seconds = max_seconds
 
     @contextmanager
     def _store(self, *, sandbox: bool = False) -> Iterator[TraceStore]:
@@ -141,11 +153,18 @@ class Tools:
     def _rows(self, sql: str, window: Window | None, params: list[Any] | None = None) -> str:
         """The rows of one read-only statement, as a JSON array with one row object per line."""
         with self._store(sandbox=True) as store:
-            relation = bounded_relation(store, sql, window, MAX_ROWS + 1, params)
+            limit = TimeLimit(store, self.max_seconds)
             try:
+                relation = bounded_relation(store, sql, window, MAX_ROWS + 1, params)
                 rows = [json.loads(text) for batch in json_rows(relation) for (text,) in batch]
             except duckdb.Error as exc:
-                raise StoreError(f"query failed: {exc}") from exc
+                raise StoreError(limit.message if limit.stopped(exc) else f"query failed: {exc}") from exc
+            except StoreError as exc:
+                if limit.stopped(exc.__cause__ or exc):
+                    raise StoreError(limit.message) from exc
+                raise
+            finally:
+                limit.cancel()
         lines, size = [], 2
         for row in rows[:MAX_ROWS]:
             line = json.dumps(_clip(row), ensure_ascii=False, default=str)

@@ -8,9 +8,11 @@
 
 The SQL runs as `mastrace query` runs it: one read-only statement on a sandboxed store
 (`TraceStore(..., sandbox=True)`), `records` narrowed to the time window. Errors come back as
-Logfire's client expects them: 400 (the query failed) and 422 (the request is malformed) with the
-message in `detail`, 401 for a token that is not accepted, 406 for a format that cannot be produced,
-413 for an oversized body, 429 with `Retry-After` when every query slot is busy. When the client
+Logfire's client expects them: 400 (the query failed, or ran past the time limit) and 422 (the
+request is malformed) with the message in `detail`, 401 for a token that is not accepted (without a
+serve token: a client that is not on loopback, or a request that names a host other than a
+loopback one, as a web page whose name was rebound to 127.0.0.1 does), 406 for a format that cannot
+be produced, 413 for an oversized body, 429 with `Retry-After` when every query slot is busy. When the client
 accepts `application/problem+json` (the logfire client does), the body is an RFC 9457 problem
 detail carrying the same legacy body in `error_details`.
 """
@@ -20,10 +22,9 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import json
-import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -32,7 +33,15 @@ if TYPE_CHECKING:
 
     from ..analysis._select import Window
 
-__all__ = ["DEFAULT_LIMIT", "QueryRequest", "parse_query_request", "query_routes", "token_accepted"]
+__all__ = [
+    "DEFAULT_LIMIT",
+    "QUERY_SECONDS",
+    "QueryRequest",
+    "host_is_loopback",
+    "parse_query_request",
+    "query_routes",
+    "token_accepted",
+]
 
 DEFAULT_LIMIT: Final = 500
 """Rows answered when the request gives no `limit`, as Logfire does (Logfire also caps `limit` at
@@ -40,6 +49,10 @@ DEFAULT_LIMIT: Final = 500
 MAX_REQUEST_BYTES: Final = 1 << 20
 MAX_QUERIES: Final = 4
 """Queries answered at once; one more gets 429 with `Retry-After`."""
+QUERY_SECONDS: Final = 300.0
+"""A query still running (or answering) after this long is stopped: a statement that runs for ages
+would hold a query slot long after its client gave up."""
+_MAX_LIMIT: Final = (1 << 63) - 1  # DuckDB's LIMIT is a 64-bit integer: a larger one is no limit
 PROBLEM_MEDIA: Final = "application/problem+json"
 JSON_MEDIA: Final = "application/json"
 CSV_MEDIA: Final = "text/csv"
@@ -65,13 +78,36 @@ def token_accepted(presented: str | None, configured: str | None, client_host: s
     return hmac.compare_digest(token.encode(), configured.encode())
 
 
+def host_is_loopback(host_header: str | None) -> bool:
+    """Whether a request's `Host` names this machine by a loopback name or address.
+
+    A web page whose own name was made to resolve to 127.0.0.1 (DNS rebinding) reaches serve from
+    a loopback client, but its requests name the page's host: without a serve token, only requests
+    that name `localhost`, a `*.localhost` name or a loopback address read. No `Host` (HTTP/1.0)
+    names nothing and passes.
+    """
+    if host_header is None:
+        return True
+    host = host_header.strip().lower()
+    if host.startswith("["):  # [v6]:port
+        host = host[1:].split("]", 1)[0]
+    elif host.count(":") == 1:
+        host = host.split(":", 1)[0]
+    host = host.rstrip(".")
+    return host == "localhost" or host.endswith(".localhost") or _is_loopback_address(host)
+
+
 def _is_loopback(host: str | None) -> bool:
     if host is None:
         return False
+    return host == "localhost" or _is_loopback_address(host)
+
+
+def _is_loopback_address(host: str) -> bool:
     try:
         address = ipaddress.ip_address(host)
     except ValueError:
-        return host == "localhost"
+        return False
     mapped = getattr(address, "ipv4_mapped", None)
     return bool(address.is_loopback or (mapped is not None and mapped.is_loopback))
 
@@ -108,22 +144,54 @@ def _moment(body: dict[str, Any], field: str) -> datetime | None:
         raise _invalid(field, "must be an ISO 8601 date and time")
     text = value.strip()
     try:  # Python 3.10 reads no trailing Z
-        return datetime.fromisoformat(text[:-1] + "+00:00" if text[-1:] in "zZ" else text)
+        moment = datetime.fromisoformat(text[:-1] + "+00:00" if text[-1:] in "zZ" else text)
     except (ValueError, IndexError):
         raise _invalid(field, f"{value!r} is not an ISO 8601 date and time") from None
+    try:  # the store keeps UTC: a time at the edge of the calendar may not have a UTC one
+        return moment if moment.tzinfo is None else moment.astimezone(timezone.utc)
+    except OverflowError:
+        raise _invalid(field, f"{value!r} is out of range in UTC") from None
+
+
+_WILDCARDS: Final = {"*/*": JSON_MEDIA, "application/*": JSON_MEDIA, "text/*": CSV_MEDIA}
+
+
+def _quality(params: list[str]) -> float:
+    for param in params:
+        name, _, value = param.partition("=")
+        if name.strip().lower() == "q":
+            try:
+                return float(value.strip())
+            except ValueError:
+                return 0.0
+    return 1.0
 
 
 def _media(accept: str) -> str:
-    """The answer's media type from an `Accept` header: the first one offered that serve produces."""
+    """The answer's media type from an `Accept` header: the most preferred one (by `q`, then by
+    order) that serve produces; `q=0` means "not this one"."""
     if not accept.strip():
         return JSON_MEDIA
-    for part in accept.split(","):
-        media = part.split(";", 1)[0].strip().lower()
-        if media in _MEDIA:
-            return media
-        if media in ("*/*", "application/*"):
-            return JSON_MEDIA
+    offers = []
+    for position, part in enumerate(accept.split(",")):
+        media, *params = part.split(";")
+        media = media.strip().lower()
+        produced = media if media in _MEDIA else _WILDCARDS.get(media)
+        quality = _quality(params)
+        if produced is not None and quality > 0:
+            offers.append((-quality, position, produced))
+    if offers:
+        return min(offers)[2]
     raise QueryProblem(406, f"cannot answer {accept!r}: ask for {', '.join(_MEDIA)}")
+
+
+def _text(value: str) -> bool:
+    """Whether `value` is text that can be sent on (JSON lets lone surrogates through)."""
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def parse_query_request(raw: bytes, accept: str, max_rows: int | None = None) -> QueryRequest:
@@ -141,11 +209,15 @@ def parse_query_request(raw: bytes, accept: str, max_rows: int | None = None) ->
         body = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise _invalid("body", f"not JSON: {exc}") from None
+    except RecursionError:
+        raise _invalid("body", "not JSON: nested too deeply") from None
     if not isinstance(body, dict):
         raise _invalid("body", "must be a JSON object")
     sql = body.get("sql")
     if not isinstance(sql, str) or not sql.strip():
         raise _invalid("sql", "a SQL statement is required")
+    if not _text(sql):
+        raise _invalid("sql", "must be Unicode text (it holds a lone surrogate)")
     limit = body.get("limit")
     if limit is None:
         limit = DEFAULT_LIMIT
@@ -153,9 +225,10 @@ def parse_query_request(raw: bytes, accept: str, max_rows: int | None = None) ->
         raise _invalid("limit", "must be a non-negative integer")
     if max_rows is not None and limit > max_rows:
         raise _invalid("limit", f"must be at most {max_rows}")
+    limit = min(limit, _MAX_LIMIT)
     environments = body.get("deployment_environment")
     if environments is not None and (
-        not isinstance(environments, list) or not all(isinstance(e, str) for e in environments)
+        not isinstance(environments, list) or not all(isinstance(e, str) and _text(e) for e in environments)
     ):
         raise _invalid("deployment_environment", "must be a list of strings")
     zone = body.get("timezone")
@@ -229,31 +302,33 @@ async def _read_body(request: Any, limit: int) -> bytes:
     return b"".join(parts)
 
 
-def _start(store: Path, request: QueryRequest) -> tuple[Iterator[bytes], bytes, Callable[[], None]]:
+def _start(
+    store: Path, request: QueryRequest, seconds: float | None = None
+) -> tuple[Iterator[bytes], bytes, Callable[[], None]]:
     """Run the statement (in a worker thread): the answer's chunks, its first chunk, and a closer.
+    The statement is stopped `seconds` after it started, whether it is still running or answering.
 
     Raises:
-        QueryProblem: 400 when the statement fails, 406 when Arrow is asked for without `pyarrow`.
+        QueryProblem: 400 when the statement fails or runs past the time limit, 406 when Arrow is
+            asked for without `pyarrow`.
     """
     import duckdb
 
     from ..analysis import TraceStore
-    from ..analysis._select import bounded_relation
+    from ..analysis._select import TimeLimit, bounded_relation
     from ..analysis._wire import arrow_body, csv_body, json_body
     from ..exceptions import StoreError
     from ..store._limits import DEFAULT_QUERY_LIMITS
 
-    # `mastrace query`'s limits: its memory, and its time for the whole answer (a timer interrupts the
-    # statement, also while the answer streams); the row count is the request's `limit`.
-    limits = replace(DEFAULT_QUERY_LIMITS, max_rows=None)
-    traces = TraceStore(store, sandbox=True, limits=limits)
-    timer = threading.Timer(limits.timeout or 0, traces.con.interrupt)
-    timer.daemon = True
-    if limits.timeout:
-        timer.start()
+    # `mastrace query`'s memory limit; the time limit (`seconds`) covers the whole answer, also while it
+    # streams; the row count is the request's `limit`.
+    traces = TraceStore(
+        store, sandbox=True, limits=replace(DEFAULT_QUERY_LIMITS, timeout=None, max_rows=None)
+    )
+    limit = TimeLimit(traces, seconds)
 
     def close() -> None:
-        timer.cancel()
+        limit.cancel()
         traces.close()
 
     try:
@@ -266,20 +341,25 @@ def _start(store: Path, request: QueryRequest) -> tuple[Iterator[bytes], bytes, 
     except StoreError as exc:
         close()
         raise QueryProblem(400, str(exc).removeprefix("query failed: ")) from None
-    except duckdb.InterruptException:
-        close()
-        raise QueryProblem(400, f"the query ran longer than {limits.timeout:g} s and was stopped") from None
     except duckdb.Error as exc:
         close()
-        raise QueryProblem(400, str(exc)) from None
+        raise QueryProblem(400, limit.message if limit.stopped(exc) else str(exc)) from None
     except ImportError:
         close()
         raise QueryProblem(406, "Arrow answers need pyarrow: pip install 'mastrace[query]'") from None
+    except BaseException:
+        close()
+        raise
     return chunks, first, close
 
 
 def query_routes(
-    store: Path, *, token: str | None = None, max_queries: int = MAX_QUERIES, max_rows: int | None = None
+    store: Path,
+    *,
+    token: str | None = None,
+    max_queries: int = MAX_QUERIES,
+    max_rows: int | None = None,
+    max_seconds: float | None = QUERY_SECONDS,
 ) -> list[Any]:
     """The Query API's Starlette routes over the store at `store`.
 
@@ -290,6 +370,7 @@ def query_routes(
         max_queries: Queries answered at once; more get 429.
         max_rows: Refuse a `limit` above this with 422, as Logfire refuses one above 10,000
             (None: any limit).
+        max_seconds: Stop a query (and its answer) that runs longer than this (None: never).
     """
     import anyio.to_thread
     from starlette.requests import Request
@@ -300,6 +381,8 @@ def query_routes(
 
     def allowed(request: Request) -> bool:
         host = request.client.host if request.client else None
+        if token is None and not host_is_loopback(request.headers.get("host")):
+            return False
         return token_accepted(request.headers.get("authorization"), token, host)
 
     async def stream(
@@ -322,7 +405,7 @@ def query_routes(
             if not slots.take():
                 raise QueryProblem(429, "every query slot is busy: retry in a second", retry_after=1)
             try:
-                chunks, first, close = await anyio.to_thread.run_sync(_start, store, parsed)
+                chunks, first, close = await anyio.to_thread.run_sync(_start, store, parsed, max_seconds)
             except BaseException:
                 slots.give()
                 raise
