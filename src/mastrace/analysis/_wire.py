@@ -159,7 +159,12 @@ def _nulled_non_finite(batches: Iterator[list[tuple[str]]]) -> Iterator[list[tup
 
 def _rows(relation: duckdb.DuckDBPyRelation) -> Iterator[list[tuple[Any, ...]]]:
     """The relation's rows, a batch at a time (one run of the statement)."""
-    batch: list[tuple[Any, ...]] = []
+    batch: list[tuple[Any, ...]]
+    if not hasattr(type(relation), "iter_rows"):  # DuckDB 1.x: the relation keeps its result
+        while batch := relation.fetchmany(BATCH_ROWS):
+            yield batch
+        return
+    batch = []
     for row in relation.iter_rows(BATCH_ROWS):
         batch.append(row)
         if len(batch) == BATCH_ROWS:
