@@ -23,7 +23,7 @@ import csv
 import io
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final
 
 import duckdb
@@ -161,7 +161,8 @@ def _rows(relation: duckdb.DuckDBPyRelation) -> Iterator[list[tuple[Any, ...]]]:
     """The relation's rows, a batch at a time (one run of the statement)."""
     batch: list[tuple[Any, ...]]
     if not hasattr(type(relation), "iter_rows"):  # DuckDB 1.x: the relation keeps its result
-        while batch := relation.fetchmany(BATCH_ROWS):
+        fetch: Callable[[int], list[tuple[Any, ...]]] = relation.fetchmany  # type: ignore[assignment]
+        while batch := fetch(BATCH_ROWS):
             yield batch
         return
     batch = []
