@@ -14,9 +14,17 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from ._names import literal_value_is_secret, looks_like_identifier, secret_key_word
+from ._required import Requirement, requirements
 from ._table import RULES, mentions_secret_word
 
-__all__ = ["CHECKS", "Assignment", "KeywordIndex", "find_assignments", "find_k8s_secret_values"]
+__all__ = [
+    "CHECKS",
+    "FINDER_NEEDS",
+    "Assignment",
+    "KeywordIndex",
+    "find_assignments",
+    "find_k8s_secret_values",
+]
 
 _NAME_BACKWARDS = re.compile(r"[ \t]{0,3}[\"']?(?P<name>[A-Za-z0-9_.-]{1,80})")
 _VALUE_START = re.compile(r"[ \t]{0,3}(?:(?<=:)=|(?<==)>)?[ \t]{0,3}")
@@ -127,6 +135,16 @@ def _assignment_at(
 _K8S_KIND = re.compile(r"kind[\"']?[ \t]*:[ \t]*[\"']?secret[\"']?(?![a-z0-9_-])")
 _K8S_DATA = re.compile(r"^([ \t]*)(?:data|stringdata)[ \t]*:[ \t]*$", re.MULTILINE)
 _K8S_ITEM = re.compile(r"([ \t]+)[a-z0-9_.-]{1,253}[ \t]*:[ \t]*[\"']?([^\s\"'#]{1,65536})")
+
+
+FINDER_NEEDS = {
+    "k8s_secret": tuple(
+        Requirement((*need.clauses, frozenset("\n")), need.literals)
+        for need in requirements(_K8S_KIND.pattern)
+    )
+}
+"""What a text must hold for a finder to find anything, read by the first pass: `kind: secret`, and
+a newline (the values are on the lines after a `data:` line)."""
 
 
 def find_k8s_secret_values(text: str, low: str) -> Iterator[re.Match[str]]:

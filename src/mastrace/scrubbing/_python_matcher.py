@@ -1,0 +1,285 @@
+"""The first pass in plain Python: the matcher of a default install, without `mastrace[speed]`.
+
+It makes the compiled matchers' decision with the cheapest operations CPython has, each a C loop over
+the text: `memchr` (`c in text`, `text.find(c)`), substring search, and one `bytes.translate`.
+
+1. *Probes*: a few characters are looked up, those that some gate string or its rule's pattern
+   needs (`required_chars`: `[:=]`, `-`, `~`, …). What is present picks a *plan* (kept, one per set
+   of characters present): the gate strings worth looking for.
+2. *Tests*: each gate string of the plan, and the literals its rule's pattern holds
+   (`required_literals`), must be in the text. A test string holding a rare character (`--`,
+   `-p`, `:aa`) is looked for only in *windows* around that character's few places, not in the
+   whole text; the others in the whole text.
+3. *Runs*: one translation finds the runs of `MIN_TOKEN_LEN` token characters; a run's first two
+   characters say which word prefixes it may start with; shape keys are looked for in the runs.
+4. *Separators*: each `=` or `:` with a secret word close enough before it to belong to its name.
+
+Every test is a necessary condition of a match, so the rules kept are those whose gate string is
+in the text and that can match it: the output is the compiled matchers' (a property test).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ._context import FINDER_NEEDS
+from ._required import RARITY, Requirement, commonness, named_separator, requirements
+from ._selection import NOTHING, Gated, Selection, ordered
+from ._table import ASSIGNMENT_WORDS, MIN_TOKEN_LEN, RUN, mentions_secret_word
+
+__all__ = ["PythonMatcher", "secret_separators"]
+
+# Run characters become "a", others a blank: a run of MIN_TOKEN_LEN or more is then a substring test
+# (on bytes: `bytes.translate` and `find` are the fastest passes over a text Python has).
+_RUNS = bytes(ord("a") if re.fullmatch(f"[{RUN}]", chr(c)) else ord(" ") for c in range(256))
+_LONG_RUN = b"a" * MIN_TOKEN_LEN
+_RUN_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_.+~-")
+_FEW = 16  # a character seen more often than this is not worth windows; separators not one by one
+_CLAUSES_PER_KEY = 2
+_CLAUSE_CHARS = 4
+_RARE = frozenset(RARITY)
+_WINDOW_CHARS = frozenset(c for c in RARITY if not c.isalnum())
+_MAX_PLANS = 4096
+_LOW = ""  # where a test string is looked for: the whole lower-cased text,
+_TEXT = "T"  # the whole text (a literal in exact case), or windows around a character of `_WINDOW_CHARS`
+_SEPARATOR_AFTER = re.compile("[\"' \t]{0,4}[=:]")
+_SEPARATOR = "separator"  # a probe passed when a secret-named separator was found
+
+
+@dataclass
+class _Entry:
+    """A text or shape rule's gate string: the probes a text must pass for it to matter (`clauses`)
+    and the strings it must hold (`tests`: (string, where), the gate string and its rule's literals)."""
+
+    key: str
+    rule: Any
+    clauses: tuple[frozenset[str], ...]
+    tests: tuple[tuple[str, str], ...]
+    shape: bool
+
+
+def _entries(rule: Gated) -> list[_Entry]:
+    """The entries of a text or shape rule: for each alternative of its pattern, one whose tests hold
+    a key of the rule, or else one per key."""
+    if rule.finder is not None:
+        needs, separator = FINDER_NEEDS.get(rule.finder, ()), False
+    else:
+        assert rule.regex is not None
+        pattern, flags = rule.regex.pattern, rule.regex.flags
+        needs, separator = requirements(pattern, flags), named_separator(pattern, flags)
+    keys = [key for key in rule.keys if rule.gate != "shape" or set(key) <= _RUN_CHARS]  # a shape
+    out = []  # key outside runs never selects
+    for need in needs or [Requirement((), ())]:
+        literals = [_test(lit, exact) for lit, exact in need.literals]
+        held = next((key for key in keys if any(key in lit.lower() for lit, _ in literals)), None)
+        for key in [held] if held else keys:
+            # A literal holding the key says more than the key; one inside it, nothing more; the
+            # others are tested when cheap (around a rare character, or in exact case).
+            holding = [t for t in literals if key in t[0].lower()]
+            tests = holding or [(key, _where(key))]
+            tests += [t for t in literals if t[0].lower() not in key and t not in holding and t[1] != _LOW]
+            tests.sort(key=lambda t: (t[1] == _LOW, t[1] == _TEXT))  # windows first: the cheapest
+            own = [frozenset(c) for c in dict.fromkeys(key)]
+            # Small clauses of characters that many texts lack: each costs one look per text.
+            useful = [c for c in dict.fromkeys(own + list(need.clauses)) if len(c) <= _CLAUSE_CHARS]
+            clauses = sorted((c for c in useful if c <= _RARE), key=commonness)[:_CLAUSES_PER_KEY]
+            if separator:
+                clauses.append(frozenset([_SEPARATOR]))
+            tests = list(dict.fromkeys(tests))
+            out.append(_Entry(key, rule, tuple(clauses), tuple(tests), rule.gate == "shape"))
+    return out
+
+
+def _test(literal: str, exact: bool) -> tuple[str, str]:
+    """Where to look for a literal: in exact case in the text when it has capitals, else lower-cased."""
+    if exact and any(c.isupper() for c in literal):
+        return literal, _TEXT
+    return literal.lower(), _where(literal.lower())
+
+
+def _where(test: str) -> str:
+    """The rarest character of `test` worth windows around, or `_LOW` (the whole text)."""
+    chars = [c for c in test if c in _WINDOW_CHARS]
+    return min(chars, key=RARITY.index) if chars else _LOW
+
+
+@dataclass
+class _Plan:
+    """What to look for in a text, given the probes it passed."""
+
+    tests: list[tuple[tuple[tuple[str, str], ...], list[Any]]]  # ((string, where), …) → rules
+    shapes: list[tuple[str, Any]]
+    reach: dict[str, int]  # characters to place windows around, and how far the windows reach
+
+
+def secret_separators(low: str, runs: bytes) -> list[int]:
+    """Where an `=` or `:` of lower-case `low` follows (after at most four quotes and blanks) a run
+    of token characters holding a secret word: where a secret-named assignment can be (a superset).
+    `runs` is `low` translated by `_RUNS`.
+
+    Text with few separators is read at each (is there a secret word in the run before it?); text
+    with many, such as JSON, at each secret word (is there a separator after its run?).
+    """
+    places: list[int] = []
+    for sep in "=:":
+        i = low.find(sep)
+        while i != -1:
+            if len(places) == _FEW:
+                return _after_secret_words(low, runs)
+            places.append(i)
+            i = low.find(sep, i + 1)
+    found = []
+    for i in sorted(places):
+        # The name's last character: at most a quote and three blanks (no run characters) follow it.
+        end = runs.rfind(b"a", i - 5 if i > 5 else 0, i) + 1
+        if end > 2:  # a secret word has three letters or more
+            reach = end - 80 if end > 80 else 0
+            start = max(runs.rfind(b" ", reach, end) + 1, reach)
+            if end - start > 2 and mentions_secret_word(low[start:end]):
+                found.append(i)
+    return found
+
+
+def _after_secret_words(low: str, runs: bytes) -> list[int]:
+    """The separators that follow, after at most four quotes and blanks, a run holding a secret word."""
+    found: set[int] = set()
+    for word in ASSIGNMENT_WORDS:
+        i = low.find(word)
+        while i != -1:
+            end = runs.find(b" ", i)
+            if end == -1:
+                break
+            after = _SEPARATOR_AFTER.match(low, end)
+            if after is not None:
+                found.add(after.end() - 1)
+            i = low.find(word, end)
+    return sorted(found)
+
+
+def _windows(low: str, char: str, reach: int) -> str:
+    """The text around each place of `char` (`reach` characters on each side), joined by NULs (which
+    no test string holds); the whole text when `char` is frequent."""
+    if low.count(char) > _FEW:
+        return low
+    spans: list[list[int]] = []
+    i = low.find(char)
+    while i != -1:
+        start = i - reach if i > reach else 0
+        if spans and start <= spans[-1][1]:
+            spans[-1][1] = i + reach + 1
+        else:
+            spans.append([start, i + reach + 1])
+        i = low.find(char, i + 1)
+    return "\0".join([low[a:b] for a, b in spans])
+
+
+class PythonMatcher:
+    """The gates in plain Python (see the module docstring): no dependency, a few µs per KB."""
+
+    name = "python"
+
+    def __init__(self, rules: Sequence[Gated]) -> None:
+        by_prefix: dict[str, list[Gated]] = {}
+        self.entries: list[_Entry] = []
+        for rule in rules:
+            if rule.gate == "word":
+                for key in rule.keys:
+                    by_prefix.setdefault(key, []).append(rule)
+                continue
+            self.entries.extend(_entries(rule))
+        self.head = min((len(prefix) for prefix in by_prefix), default=1)
+        self.heads: dict[str, list[tuple[str, list[Gated]]]] = {}
+        for prefix, selected in by_prefix.items():
+            self.heads.setdefault(prefix[: self.head], []).append((prefix, selected))
+        symbols = {"=", ":"} | {c for e in self.entries for clause in e.clauses for c in clause}
+        symbols |= {where for e in self.entries for _, where in e.tests} - {_LOW, _TEXT}
+        symbols.discard(_SEPARATOR)
+        self.bits = {c: 1 << i for i, c in enumerate(sorted(symbols, key=RARITY.index))}
+        self.bits[_SEPARATOR] = 1 << len(self.bits)
+        # Capitals are looked for in the text (a pattern matched in exact case needs them there);
+        # the rest in its lower-cased twin, where letters of the gate strings are.
+        self.probes = [(c, bit) for c, bit in self.bits.items() if c != _SEPARATOR and not c.isupper()]
+        self.capitals = [(c, bit) for c, bit in self.bits.items() if c.isupper()]
+        self.separators = self.bits["="] | self.bits[":"]
+        self.plans: dict[int, _Plan] = {}
+
+    def _plan(self, mask: int) -> _Plan:
+        """The plan for texts that passed the probes of `mask`."""
+        grouped: dict[tuple[tuple[str, str], ...], list[Any]] = {}
+        shapes: list[tuple[str, Any]] = []
+        reach: dict[str, int] = {}
+        for entry in self.entries:
+            if not all(mask & sum(self.bits[c] for c in clause) for clause in entry.clauses):
+                continue
+            if entry.shape:
+                shapes.append((entry.key, entry.rule))
+                continue
+            if any(where not in (_LOW, _TEXT) and not mask & self.bits[where] for _, where in entry.tests):
+                continue  # a test string holds a character the text lacks
+            for test, where in entry.tests:
+                if where not in (_LOW, _TEXT):
+                    reach[where] = max(reach.get(where, 0), len(test))
+            grouped.setdefault(entry.tests, []).append(entry.rule)
+        if len(self.plans) >= _MAX_PLANS:
+            self.plans.clear()
+        plan = self.plans[mask] = _Plan(list(grouped.items()), shapes, reach)
+        return plan
+
+    def select(self, text: str) -> Selection:
+        low = text.lower()
+        mask = 0
+        for char, bit in self.probes:
+            if char in low:
+                mask |= bit
+        for char, bit in self.capitals:
+            if char in text:
+                mask |= bit
+        runs = low.encode("ascii", "replace").translate(_RUNS)
+        separators = secret_separators(low, runs) if mask & self.separators else None
+        if separators:
+            mask |= self.bits[_SEPARATOR]
+        plan = self.plans.get(mask) or self._plan(mask)
+        where = {char: _windows(low, char, reach) for char, reach in plan.reach.items()}
+        where[_LOW], where[_TEXT] = low, text
+        chosen: list[Gated] = []
+        for tests, rules in plan.tests:
+            for test, place in tests:
+                if test not in where[place]:
+                    break
+            else:
+                chosen.extend(rules)
+        starts: list[tuple[int, Gated]] = []
+        at = runs.find(_LONG_RUN)
+        if at != -1:
+            self._runs(low, runs, at, starts, plan.shapes, chosen)
+        if not (chosen or starts or separators):
+            return NOTHING
+        return Selection(ordered(chosen), starts, bool(separators), low, separators)
+
+    def _runs(
+        self,
+        low: str,
+        runs: bytes,
+        at: int,
+        starts: list[tuple[int, Gated]],
+        shapes: list[tuple[str, Any]],
+        chosen: list[Gated],
+    ) -> None:
+        """Word rules whose prefix starts a long run, and shape rules whose key is in one."""
+        heads, head, size = self.heads, self.head, len(runs)
+        found: list[str] = []
+        while at != -1:
+            end = runs.find(b" ", at)
+            end = size if end == -1 else end
+            for prefix, rules in heads.get(low[at : at + head], ()):
+                if low.startswith(prefix, at) and at + len(prefix) <= end:
+                    starts.extend((at, rule) for rule in rules)
+            if shapes:
+                found.append(low[at:end])
+            at = runs.find(_LONG_RUN, end)
+        if shapes:
+            joined = " ".join(found)  # no shape key holds a blank: each is found inside one run
+            chosen.extend(rule for key, rule in shapes if key in joined)

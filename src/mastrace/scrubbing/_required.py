@@ -1,0 +1,238 @@
+"""What a text must hold for a pattern to match it, read from the parsed pattern: the first pass's
+cheap tests that spare most texts the search for a rule.
+
+- `requirements` gives, for each alternative of the pattern (each branch of its first top-level
+  alternation, with what comes before and after it; or the whole pattern), *clauses* and *literals*
+  that every match through it satisfies. A clause is a set of characters, at least one of which the
+  text must hold: `[:=]` gives `{":", "="}`; `https?://` gives `{":"}` and `{"/"}`; a nested
+  alternation gives one clause made of one clause of each branch; optional parts and negative
+  look-arounds give none; a letter counts only where the pattern matches it in one case. A literal
+  is a run of literal characters of the sequence (groups opened in place), with whether its case is
+  exact.
+- `named_separator` says whether every match holds an `=` or `:` right after a name ending in a
+  secret word (`ibm_api_key: …`), as a secret-named assignment does.
+
+A pattern these functions cannot read gives nothing: the rule is then simply tried.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import re
+import string
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from ._table import ASSIGNMENT_WORDS, RUN
+
+__all__ = ["RARITY", "Requirement", "commonness", "named_separator", "requirements"]
+
+try:  # Python 3.11+ (the modules of 3.10 are deprecated aliases there)
+    _p: Any = importlib.import_module("re._parser")
+    _c: Any = importlib.import_module("re._constants")
+except ImportError:  # pragma: no cover - Python 3.10
+    _p = importlib.import_module("sre_parse")
+    _c = importlib.import_module("sre_constants")
+
+_CASELESS = frozenset(string.digits + string.punctuation + " \t\n\r\f\v")
+RARITY = "~!$@|\\^`<>%&?;#+*{}[]()QJZXVKWYFBGHMPUDCLSNOTIREAqjzx'=\"/0123456789_-:\n\t.,"
+"""Characters from the rarest in prose and agent content to the most common (a clause counts by its
+commonest character)."""
+_RANK = {c: i for i, c in enumerate(RARITY)}
+_REPEATS = tuple(
+    getattr(_c, op) for op in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT") if hasattr(_c, op)
+)
+_ATOMIC = getattr(_c, "ATOMIC_GROUP", None)
+_ZERO_WIDTH = (_c.AT, _c.ASSERT, _c.ASSERT_NOT)
+_IGNORECASE = int(re.IGNORECASE)
+_NAME = frozenset(c for c in string.ascii_letters + string.digits + "_.-")
+_QUOTES_AND_BLANKS = frozenset("\"' \t")
+_RUN_CHARS = frozenset(c for c in map(chr, range(128)) if re.fullmatch(f"[{RUN}]", c))
+
+
+def commonness(clause: Iterable[str]) -> tuple[int, int]:
+    """How likely a text satisfies `clause`: by its commonest character, then its size."""
+    chars = list(clause)
+    return max(_RANK.get(c, len(RARITY)) for c in chars), len(chars)
+
+
+def _parse(pattern: str, flags: int) -> tuple[Any, bool] | None:
+    try:
+        parsed = _p.parse(pattern, flags)
+    except Exception:  # a pattern this reader does not know: nothing is required of the text
+        return None
+    return parsed, not parsed.state.flags & _IGNORECASE
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """What every match through one alternative of a pattern holds (see the module docstring)."""
+
+    clauses: tuple[frozenset[str], ...]
+    literals: tuple[tuple[str, bool], ...]
+
+
+_MAX_ALTERNATIVES = 8
+
+
+@functools.cache
+def requirements(pattern: str, flags: int = 0) -> tuple[Requirement, ...]:
+    """One `Requirement` per alternative of `pattern` (compiled with `flags`): every match satisfies
+    at least one. Nothing when the pattern cannot be read."""
+    parsed = _parse(pattern, flags)
+    if parsed is None:
+        return ()
+    items = _flat(*parsed)
+    branch = next((i for i, (op, _, _) in enumerate(items) if op is _c.BRANCH), None)
+    if branch is None or len(items[branch][1][1]) > _MAX_ALTERNATIVES:
+        alternatives = [items]
+    else:
+        _, (_, branches), cased = items[branch]
+        alternatives = [items[:branch] + _flat(b, cased) + items[branch + 1 :] for b in branches]
+    return tuple(Requirement(_alternative_clauses(alt), _literals(alt)) for alt in alternatives)
+
+
+def _alternative_clauses(items: list[tuple[Any, Any, bool]]) -> tuple[frozenset[str], ...]:
+    found: list[frozenset[str]] = []
+    for op, av, cased in items:
+        found.extend(_clauses([(op, av)], cased))
+    return tuple(dict.fromkeys(found))
+
+
+def _literals(items: list[tuple[Any, Any, bool]]) -> tuple[tuple[str, bool], ...]:
+    """The runs of two literal characters or more, lower-cased unless their case is exact."""
+    runs: list[tuple[str, bool]] = []
+    current: list[str] = []
+    cased_run = True
+    for op, av, cased in items:
+        if op is _c.LITERAL:
+            current.append(chr(av))
+            cased_run = cased_run and cased
+            continue
+        if op in _ZERO_WIDTH:  # consumes nothing: the literals around it are next to each other
+            continue
+        runs.append(("".join(current), cased_run))
+        current, cased_run = [], True
+    runs.append(("".join(current), cased_run))
+    found = [(run, True) if exact else (run.lower(), False) for run, exact in runs if len(run) >= 2]
+    return tuple(dict.fromkeys(found))
+
+
+def _clauses(items: Any, cased: bool) -> list[frozenset[str]]:
+    out: list[frozenset[str]] = []
+    for op, av in items:
+        if op is _c.LITERAL:
+            if chr(av) in _CASELESS or (cased and chr(av).isalpha()):
+                out.append(frozenset(chr(av)))
+        elif op is _c.IN:
+            out.extend(_class(av))
+        elif op is _c.SUBPATTERN:
+            out.extend(_clauses(av[-1], _cased(cased, av)))
+        elif op in _REPEATS:
+            if av[0] >= 1:
+                out.extend(_clauses(av[2], cased))
+        elif op is _c.BRANCH:
+            out.extend(_branch(av[1], cased))
+        elif op is _c.ASSERT:  # a positive look-around: its characters are in the text too
+            out.extend(_clauses(av[1], cased))
+        elif op is _ATOMIC:
+            out.extend(_clauses(av, cased))
+        # Anything else (optional parts, negative look-arounds, anchors, any character, categories,
+        # back-references) requires nothing that can be told by a character.
+    return out
+
+
+def _cased(cased: bool, group: Any) -> bool:
+    """Whether letters inside a group (`(?i:…)`, `(?-i:…)`) match in one case only."""
+    _, add, remove, _ = group
+    return (cased or bool(remove & _IGNORECASE)) and not add & _IGNORECASE
+
+
+def _class(items: Any) -> list[frozenset[str]]:
+    chars: set[str] = set()
+    for op, av in items:
+        if op is _c.LITERAL:
+            chars.add(chr(av))
+        elif op is _c.RANGE:
+            chars.update(map(chr, range(av[0], av[1] + 1)))
+        else:  # a negated class or a category (`\s`, `\w`)
+            return []
+    return [frozenset(chars)] if chars and chars <= _CASELESS else []
+
+
+def _branch(branches: Any, cased: bool) -> list[frozenset[str]]:
+    """One clause for an alternation: the union of the rarest clause of each branch."""
+    union: set[str] = set()
+    for branch in branches:
+        found = _clauses(branch, cased)
+        if not found:
+            return []
+        union.update(min(found, key=commonness))
+    return [frozenset(union)]
+
+
+def _flat(items: Any, cased: bool) -> list[tuple[Any, Any, bool]]:
+    """The items of a sequence with its groups opened in place (a group matches its contents there),
+    each with whether its letters match in one case only."""
+    out: list[tuple[Any, Any, bool]] = []
+    for op, av in items:
+        if op is _c.SUBPATTERN:
+            out.extend(_flat(av[-1], _cased(cased, av)))
+        else:
+            out.append((op, av, cased))
+    return out
+
+
+@functools.cache
+def named_separator(pattern: str, flags: int = 0) -> bool:
+    """Whether every match of `pattern` holds an `=` or `:` that follows, after at most four quotes
+    and blanks, a run of name characters ending in a literal secret word (`…key"\t:`)."""
+    parsed = _parse(pattern, flags)
+    if parsed is None:
+        return False
+    items = _flat(*parsed)
+    for i, (op, av, _) in enumerate(items):
+        if _chars_of(op, av, 1) <= {":", "="}:
+            j, width = i - 1, 0
+            while j >= 0 and _chars_of(items[j][0], items[j][1], 4 - width) <= _QUOTES_AND_BLANKS:
+                width += _max_width(items[j][0], items[j][1])
+                j -= 1
+            if j >= 0 and width <= 4 and _ends_in_secret_word(items, j):
+                return True
+    return False
+
+
+def _chars_of(op: Any, av: Any, most: int) -> frozenset[str] | set[str]:
+    """The characters an item (a literal, a class, or a repeat of one, at most `most` long) matches;
+    the set of every character when it is anything else."""
+    if op in _REPEATS and av[1] <= most and len(av[2]) == 1:
+        inner_op, inner_av = av[2][0]
+        return _chars_of(inner_op, inner_av, 1)
+    if op is _c.LITERAL:
+        return {chr(av)}
+    if op is _c.IN and (found := _class(av)):
+        return found[0]
+    return _ANY
+
+
+_ANY = frozenset(map(chr, range(256)))
+
+
+def _max_width(op: Any, av: Any) -> int:
+    return int(av[1]) if op in _REPEATS else 1
+
+
+def _ends_in_secret_word(items: list[tuple[Any, Any, bool]], j: int) -> bool:
+    """Whether the items up to `j` end in literal name characters holding a secret word, or in an
+    alternation each of whose branches does."""
+    op, av, cased = items[j]
+    if op is _c.BRANCH:
+        return all(b and _ends_in_secret_word(_flat(b, cased), len(_flat(b, cased)) - 1) for b in av[1])
+    tail: list[str] = []
+    while j >= 0 and items[j][0] is _c.LITERAL and chr(items[j][1]) in _NAME:
+        tail.append(chr(items[j][1]).lower())
+        j -= 1
+    word = "".join(reversed(tail))
+    return bool(tail) and set(word) <= _RUN_CHARS and any(w in word[-80:] for w in ASSIGNMENT_WORDS)
