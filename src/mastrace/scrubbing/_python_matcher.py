@@ -28,13 +28,10 @@ from typing import Any
 from ._context import FINDER_NEEDS
 from ._required import RARITY, Requirement, commonness, named_separator, requirements
 from ._selection import NOTHING, Gated, Selection, ordered
-from ._table import ASSIGNMENT_WORDS, MIN_TOKEN_LEN, RUN, mentions_secret_word
+from ._table import ASSIGNMENT_WORDS, MIN_TOKEN_LEN, mentions_secret_word, run_map
 
 __all__ = ["PythonMatcher", "secret_separators"]
 
-# Run characters become "a", others a blank: a run of MIN_TOKEN_LEN or more is then a substring test
-# (on bytes: `bytes.translate` and `find` are the fastest passes over a text Python has).
-_RUNS = bytes(ord("a") if re.fullmatch(f"[{RUN}]", chr(c)) else ord(" ") for c in range(256))
 _LONG_RUN = b"a" * MIN_TOKEN_LEN
 _RUN_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_.+~-")
 _FEW = 16  # a character seen more often than this is not worth windows; separators not one by one
@@ -118,7 +115,7 @@ class _Plan:
 def secret_separators(low: str, runs: bytes) -> list[int]:
     """Where an `=` or `:` of lower-case `low` follows (after at most four quotes and blanks) a run
     of token characters holding a secret word: where a secret-named assignment can be (a superset).
-    `runs` is `low` translated by `_RUNS`.
+    `runs` is `run_map(low)`.
 
     Text with few separators is read at each (is there a secret word in the run before it?); text
     with many, such as JSON, at each secret word (is there a separator after its run?).
@@ -237,7 +234,7 @@ class PythonMatcher:
         for char, bit in self.capitals:
             if char in text:
                 mask |= bit
-        runs = low.encode("ascii", "replace").translate(_RUNS)
+        runs = run_map(low)
         separators = secret_separators(low, runs) if mask & self.separators else None
         if separators:
             mask |= self.bits[_SEPARATOR]

@@ -27,7 +27,14 @@ from typing import Any
 
 from ._table import ASSIGNMENT_WORDS, RUN
 
-__all__ = ["RARITY", "Requirement", "commonness", "named_separator", "requirements"]
+__all__ = [
+    "RARITY",
+    "Requirement",
+    "commonness",
+    "named_separator",
+    "requirements",
+    "starts_with_literal",
+]
 
 try:  # Python 3.11+ (the modules of 3.10 are deprecated aliases there)
     _p: Any = importlib.import_module("re._parser")
@@ -68,10 +75,19 @@ def _parse(pattern: str, flags: int) -> tuple[Any, bool] | None:
 
 @dataclass(frozen=True)
 class Requirement:
-    """What every match through one alternative of a pattern holds (see the module docstring)."""
+    """What every match through one alternative of a pattern holds (see the module docstring).
+
+    Attributes:
+        clauses: Sets of characters the text holds one of each.
+        literals: Strings the match holds, with whether their case is exact.
+        anchor: The literal that starts the closest to the match's start, and how far from it at
+            least and at most: (literal, exact, nearest, farthest); None when no literal is at a
+            bounded distance.
+    """
 
     clauses: tuple[frozenset[str], ...]
     literals: tuple[tuple[str, bool], ...]
+    anchor: tuple[str, bool, int, int] | None = None
 
 
 _MAX_ALTERNATIVES = 8
@@ -91,7 +107,7 @@ def requirements(pattern: str, flags: int = 0) -> tuple[Requirement, ...]:
     else:
         _, (_, branches), cased = items[branch]
         alternatives = [items[:branch] + _flat(b, cased) + items[branch + 1 :] for b in branches]
-    return tuple(Requirement(_alternative_clauses(alt), _literals(alt)) for alt in alternatives)
+    return tuple(Requirement(_alternative_clauses(alt), _literals(alt), _anchor(alt)) for alt in alternatives)
 
 
 def _alternative_clauses(items: list[tuple[Any, Any, bool]]) -> tuple[frozenset[str], ...]:
@@ -118,6 +134,73 @@ def _literals(items: list[tuple[Any, Any, bool]]) -> tuple[tuple[str, bool], ...
     runs.append(("".join(current), cased_run))
     found = [(run, True) if exact else (run.lower(), False) for run, exact in runs if len(run) >= 2]
     return tuple(dict.fromkeys(found))
+
+
+_UNBOUNDED = 1 << 30
+_MAX_SPREAD = 8  # an anchor this far from a fixed place costs as many tries per place it is found
+
+
+def _anchor(items: list[tuple[Any, Any, bool]]) -> tuple[str, bool, int, int] | None:
+    """The literal run (one character or more) of `items` whose distance from the match's start
+    varies the least (then the longest): the place to try the pattern from."""
+    best: tuple[int, int, str, bool, int, int] | None = None
+    nearest = farthest = 0
+    run: list[str] = []
+    run_at = (0, 0, True)
+    for op, av, cased in [*items, (None, None, True)]:
+        if op is _c.LITERAL:
+            if not run:
+                run_at = (nearest, farthest, cased)
+            run.append(chr(av))
+            run_at = (run_at[0], run_at[1], run_at[2] and cased)
+        elif op not in _ZERO_WIDTH and run:
+            low, high, exact = run_at
+            key = (high - low, -len(run), "".join(run), exact, low, high)
+            if high < _UNBOUNDED and high - low <= _MAX_SPREAD and (best is None or key < best):
+                best = key
+            run = []
+        if op is not None:
+            least, most = _width(op, av)
+            nearest, farthest = nearest + least, min(_UNBOUNDED, farthest + most)
+    if best is None:
+        return None
+    _, _, literal, exact, low, high = best
+    return (literal, True, low, high) if exact else (literal.lower(), False, low, high)
+
+
+def _width(op: Any, av: Any) -> tuple[int, int]:
+    """The fewest and most characters an item matches (`_UNBOUNDED` for no limit)."""
+    if op in (_c.LITERAL, _c.NOT_LITERAL, _c.IN, _c.ANY):
+        return 1, 1
+    if op in _ZERO_WIDTH:
+        return 0, 0
+    if op in _REPEATS:
+        least, most = _sequence_width(av[2])
+        high = _UNBOUNDED if av[1] >= _c.MAXREPEAT else min(_UNBOUNDED, av[1] * most)
+        return av[0] * least, high
+    if op is _c.SUBPATTERN:
+        return _sequence_width(av[-1])
+    if op is _ATOMIC:
+        return _sequence_width(av)
+    if op is _c.BRANCH:
+        widths = [_sequence_width(branch) for branch in av[1]]
+        return min(w[0] for w in widths), max(w[1] for w in widths)
+    return 0, _UNBOUNDED  # a back-reference or anything else: no bound
+
+
+def _sequence_width(items: Any) -> tuple[int, int]:
+    least = most = 0
+    for op, av in items:
+        a, b = _width(op, av)
+        least, most = least + a, min(_UNBOUNDED, most + b)
+    return least, most
+
+
+def starts_with_literal(pattern: str, flags: int = 0) -> bool:
+    """Whether the pattern's first item is a literal character (in a group or not): the regular
+    expression engine then finds its candidates by a fast search for that literal prefix."""
+    parsed = _parse(pattern, flags)
+    return parsed is not None and bool(_flat(*parsed)) and _flat(*parsed)[0][0] is _c.LITERAL
 
 
 def _clauses(items: Any, cased: bool) -> list[frozenset[str]]:
