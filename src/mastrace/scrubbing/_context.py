@@ -26,6 +26,8 @@ __all__ = [
     "find_k8s_secret_values",
 ]
 
+_WORD = re.compile(r"[a-z0-9]+")
+_MAX_NAMES = 4096
 _NAME_BACKWARDS = re.compile(r"[ \t]{0,3}[\"']?(?P<name>[A-Za-z0-9_.-]{1,80})")
 _VALUE_START = re.compile(r"[ \t]{0,3}(?:(?<=:)=|(?<==)>)?[ \t]{0,3}")
 _QUOTED_VALUE = re.compile(r"([\"'`])([^\"'`\\\n]{1,1000})\1")
@@ -52,17 +54,32 @@ class KeywordIndex:
                 value = re.compile(rule.value, re.IGNORECASE | re.ASCII)
                 for hint in rule.hints:
                     self.by_word.setdefault(hint, []).append((rule.id, value))
+        self._by_name: dict[str, list[tuple[str, re.Pattern[str]]]] = {}  # names repeat: kept
 
     def rule_for(self, name_low: str, value: str) -> str | None:
         """The id of the keyword rule announced by a segment (or two joined) of `name_low` whose value
         format `value` has, or None."""
-        words = re.findall(r"[a-z0-9]+", name_low)
-        for i, word in enumerate(words):
-            for candidate in (word, word + words[i + 1] if i + 1 < len(words) else ""):
-                for rule_id, pattern in self.by_word.get(candidate, ()):
-                    if pattern.fullmatch(value):
-                        return rule_id
+        announced = self._by_name.get(name_low)
+        if announced is None:
+            announced = self._announced(name_low)
+        for rule_id, pattern in announced:
+            if pattern.fullmatch(value):
+                return rule_id
         return None
+
+    def _announced(self, name_low: str) -> list[tuple[str, re.Pattern[str]]]:
+        """The keyword rules a name announces, in the order `rule_for` tries them."""
+        words = _WORD.findall(name_low)
+        found = [
+            candidate
+            for i, word in enumerate(words)
+            for joined in (word, word + words[i + 1] if i + 1 < len(words) else "")
+            for candidate in self.by_word.get(joined, ())
+        ]
+        if len(self._by_name) >= _MAX_NAMES:
+            self._by_name.clear()
+        self._by_name[name_low] = found
+        return found
 
 
 def find_assignments(

@@ -65,13 +65,30 @@ class Hit(NamedTuple):
     match: re.Match[str]
 
 
+_MAX_ANCHORS = 4  # each anchor is one search of the whole text: past a few, one search of the pattern wins
+
+
 def _anchors(pattern: re.Pattern[str]) -> tuple[Anchor, ...] | None:
     """Where to try a pattern the regular-expression engine would try at every character: the anchor
-    of each alternative (None when the engine has a literal prefix, or an alternative has none)."""
+    of each alternative, less those another covers (None when the engine has a literal prefix, an
+    alternative has no anchor, or there are too many)."""
     if starts_with_literal(pattern.pattern, pattern.flags):
         return None
     found = [need.anchor for need in requirements(pattern.pattern, pattern.flags)]
-    return tuple(a for a in found if a is not None) if found and None not in found else None
+    if not found or None in found:
+        return None
+    kept: list[Anchor] = []
+    for anchor in sorted({a for a in found if a is not None}, key=lambda a: len(a[0])):
+        if not any(_covers(other, anchor) for other in kept):
+            kept.append(anchor)
+    return tuple(kept) if len({(a[0], a[1]) for a in kept}) <= _MAX_ANCHORS else None
+
+
+def _covers(a: Anchor, b: Anchor) -> bool:
+    """Whether every start `b` allows is one `a` allows: `a`'s literal is inside `b`'s, at distances
+    that take in `b`'s."""
+    at = b[0].find(a[0])
+    return a[1] == b[1] and at != -1 and a[2] <= b[2] + at and b[3] + at <= a[3]
 
 
 def _compile(index: int, spec: SecretRule) -> list[Rule]:

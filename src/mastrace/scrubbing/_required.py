@@ -90,7 +90,7 @@ class Requirement:
     anchor: tuple[str, bool, int, int] | None = None
 
 
-_MAX_ALTERNATIVES = 8
+_MAX_ALTERNATIVES = 32  # an alternation of more branches is read as one
 
 
 @functools.cache
@@ -141,9 +141,10 @@ _MAX_SPREAD = 8  # an anchor this far from a fixed place costs as many tries per
 
 
 def _anchor(items: list[tuple[Any, Any, bool]]) -> tuple[str, bool, int, int] | None:
-    """The literal run (one character or more) of `items` whose distance from the match's start
-    varies the least (then the longest): the place to try the pattern from."""
-    best: tuple[int, int, str, bool, int, int] | None = None
+    """The literal run (one character or more) of `items` at a bounded distance from the match's
+    start that costs the fewest tries: each place it is found costs one try per possible distance,
+    and a longer literal is found in fewer places (a quarter as many per character, roughly)."""
+    best: tuple[float, str, bool, int, int] | None = None
     nearest = farthest = 0
     run: list[str] = []
     run_at = (0, 0, True)
@@ -155,16 +156,16 @@ def _anchor(items: list[tuple[Any, Any, bool]]) -> tuple[str, bool, int, int] | 
             run_at = (run_at[0], run_at[1], run_at[2] and cased)
         elif op not in _ZERO_WIDTH and run:
             low, high, exact = run_at
-            key = (high - low, -len(run), "".join(run), exact, low, high)
-            if high < _UNBOUNDED and high - low <= _MAX_SPREAD and (best is None or key < best):
-                best = key
+            cost = (high - low + 1) / 4 ** len(run)
+            if high < _UNBOUNDED and high - low <= _MAX_SPREAD and (best is None or cost < best[0]):
+                best = (cost, "".join(run), exact, low, high)
             run = []
         if op is not None:
             least, most = _width(op, av)
             nearest, farthest = nearest + least, min(_UNBOUNDED, farthest + most)
     if best is None:
         return None
-    _, _, literal, exact, low, high = best
+    _, literal, exact, low, high = best
     return (literal, True, low, high) if exact else (literal.lower(), False, low, high)
 
 
