@@ -108,7 +108,8 @@ def _where(test: str) -> str:
 class _Plan:
     """What to look for in a text, given the probes it passed."""
 
-    tests: list[tuple[tuple[tuple[str, str], ...], list[Any]]]  # ((string, where), …) → rules
+    single: list[tuple[str, str, list[Any]]]  # (string, where, rules): one test selects the rules
+    tests: list[tuple[tuple[tuple[str, str], ...], list[Any]]]  # ((string, where), …): all must hold
     shapes: list[tuple[str, Any]]
     reach: dict[str, tuple[int, float]]  # window characters: how far windows reach, and what they save
 
@@ -129,6 +130,10 @@ def secret_separators(low: str, runs: bytes) -> list[int]:
                 return _after_secret_words(low, runs)
             places.append(i)
             i = low.find(sep, i + 1)
+    # A look at each costs about as much as searching 100 characters for every secret word: text
+    # short for its separators is first searched whole, and most of it holds no secret word.
+    if len(low) < 100 * len(places) and not mentions_secret_word(low):
+        return []
     found = []
     for i in sorted(places):
         # The name's last character: at most a quote and three blanks (no run characters) follow it.
@@ -228,7 +233,9 @@ class PythonMatcher:
                 grouped.setdefault(entry.tests, []).append(entry.rule)
         if len(self.plans) >= _MAX_PLANS:
             self.plans.clear()
-        plan = self.plans[mask] = _Plan(list(grouped.items()), shapes, reach)
+        single = [(tests[0][0], tests[0][1], rules) for tests, rules in grouped.items() if len(tests) == 1]
+        several = [(tests, rules) for tests, rules in grouped.items() if len(tests) > 1]
+        plan = self.plans[mask] = _Plan(single, several, shapes, reach)
         return plan
 
     def _where(self, low: str, text: str, reach: dict[str, tuple[int, float]]) -> dict[str, str]:
@@ -258,6 +265,9 @@ class PythonMatcher:
         plan = self.plans.get(mask) or self._plan(mask)
         where = self._where(low, text, plan.reach)
         chosen: list[Gated] = []
+        for test, place, rules in plan.single:
+            if test in where[place]:
+                chosen.extend(rules)
         for tests, rules in plan.tests:
             for test, place in tests:
                 if test not in where[place]:
