@@ -278,14 +278,15 @@ def main() -> None:
     parser.add_argument("--skip-ingest", action="store_true", help="only the per-value and worst-case parts")
     parser.add_argument("--skip-worst", action="store_true", help="leave out the worst case")
     parser.add_argument("--rounds", type=int, default=7, help="rounds of the per-value timing (best of)")
+    parser.add_argument("--chars", type=int, default=2000, help="length of the values timed one by one")
     args = parser.parse_args()
     matchers = [m for m in args.matchers.split(",") if m]
     makers = variants(matchers, args.baseline)
     if not args.skip_ingest:
         ingest(args, makers)
     scrubbers = {name: make() for name, make in makers.items()}
-    costs = per_value(scrubbers, _values(random.Random(11), 2000), args.rounds)
-    print(f"\nper value, µs (best of {args.rounds}, CPU time) and ratio to plain prose of the same length:")
+    costs = per_value(scrubbers, _values(random.Random(11), args.chars), args.rounds)
+    print(f"\nper value of {args.chars:,} chars, µs (best of {args.rounds}, CPU time), ratio to plain prose:")
     print(f"  {'kind':<20}" + "".join(f"{name:>22}" for name in scrubbers))
     for kind, row in costs.items():
         cells = "".join(f"{row[n]:>12.1f} ({row[n] / costs['plain prose'][n]:4.1f}×)  " for n in scrubbers)

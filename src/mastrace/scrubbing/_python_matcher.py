@@ -1,21 +1,23 @@
 """The first pass in plain Python: the matcher of a default install, without `mastrace[speed]`.
 
 It makes the compiled matchers' decision with the cheapest operations CPython has, each a C loop over
-the text: `memchr` (`c in text`, `text.find(c)`), substring search, and one `bytes.translate`.
+the text: `memchr` (`c in text`, `text.find(c)`), substring search, and one `bytes.translate`. What
+to look for comes from each rule's pattern (`_required.requirements`), read once:
 
-1. *Probes*: a few characters are looked up, those that some gate string or its rule's pattern
-   needs (`required_chars`: `[:=]`, `-`, `~`, …). What is present picks a *plan* (kept, one per set
-   of characters present): the gate strings worth looking for.
-2. *Tests*: each gate string of the plan, and the literals its rule's pattern holds
-   (`required_literals`), must be in the text. A test string holding a rare character (`--`,
-   `-p`, `:aa`) is looked for only in *windows* around that character's few places, not in the
-   whole text; the others in the whole text.
+1. *Probes*: the few characters some gate string or pattern needs (`[:=]`, `-`, `~`, capitals a
+   pattern matches in exact case) are looked up; so are the separators with a secret-named name
+   before them. What the text holds picks a *plan* (kept, one per combination met): the tests worth
+   making.
+2. *Tests*: for each alternative of a rule's pattern, its gate string and the literals every match
+   through it holds must be in the text. A test string holding a rare character (`--`, `-p`,
+   `value=`) is looked for only in *windows* around that character's places when that costs less
+   than searching the whole text; a literal with capitals is looked for in exact case.
 3. *Runs*: one translation finds the runs of `MIN_TOKEN_LEN` token characters; a run's first two
    characters say which word prefixes it may start with; shape keys are looked for in the runs.
-4. *Separators*: each `=` or `:` with a secret word close enough before it to belong to its name.
+4. *Separators*: each `=` or `:` whose name before it holds a secret word.
 
-Every test is a necessary condition of a match, so the rules kept are those whose gate string is
-in the text and that can match it: the output is the compiled matchers' (a property test).
+Every test is a necessary condition of a match, so the rules left out could not have matched: the
+output is that of trying every rule (a property test) and of the compiled matchers (another).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ __all__ = ["PythonMatcher", "secret_separators"]
 
 _LONG_RUN = b"a" * MIN_TOKEN_LEN
 _RUN_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_.+~-")
-_FEW = 16  # a character seen more often than this is not worth windows; separators not one by one
+_FEW = 16  # text with more separators than this is read at each secret word, not at each separator
 _CLAUSES_PER_KEY = 2
 _CLAUSE_CHARS = 4
 _RARE = frozenset(RARITY)
@@ -68,8 +70,9 @@ def _entries(rule: Gated) -> list[_Entry]:
         assert rule.regex is not None
         pattern, flags = rule.regex.pattern, rule.regex.flags
         needs, separator = requirements(pattern, flags), named_separator(pattern, flags)
-    keys = [key for key in rule.keys if rule.gate != "shape" or set(key) <= _RUN_CHARS]  # a shape
-    out = []  # key outside runs never selects
+    # A shape key holding a character no run holds never selects.
+    keys = [key for key in rule.keys if rule.gate != "shape" or set(key) <= _RUN_CHARS]
+    out = []
     for need in needs or [Requirement((), ())]:
         literals = [_test(lit, exact) for lit, exact in need.literals]
         held = next((key for key in keys if any(key in lit.lower() for lit, _ in literals)), None)

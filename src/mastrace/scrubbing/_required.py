@@ -7,8 +7,11 @@ cheap tests that spare most texts the search for a rule.
   text must hold: `[:=]` gives `{":", "="}`; `https?://` gives `{":"}` and `{"/"}`; a nested
   alternation gives one clause made of one clause of each branch; optional parts and negative
   look-arounds give none; a letter counts only where the pattern matches it in one case. A literal
-  is a run of literal characters of the sequence (groups opened in place), with whether its case is
-  exact.
+  is a run of literal characters of the sequence (groups opened in place, look-arounds skipped), with
+  whether its case is exact. The *anchor* is the literal at the most nearly fixed distance from the
+  match's start: the second pass tries the pattern only that far before each place the anchor is.
+- `starts_with_literal` says whether the regular-expression engine finds the pattern's candidates by
+  a fast search for a literal prefix (then anchors are not needed).
 - `named_separator` says whether every match holds an `=` or `:` right after a name ending in a
   secret word (`ibm_api_key: …`), as a secret-named assignment does.
 
