@@ -22,6 +22,7 @@ output is that of trying every rule (a property test) and of the compiled matche
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ _RARE = frozenset(RARITY)
 _WINDOW_CHARS = frozenset(c for c in RARITY if not c.isalnum())
 _MAX_PLANS = 4096
 _SEARCH_NS = 3.4  # a substring search costs about this many ns a character over (its length + 2)
+_GATE_NS = 0.6  # a gate (a regular expression led by one literal character) costs about this a character
 _LOW = ""  # where a test string is looked for: the whole lower-cased text,
 _TEXT = "T"  # the whole text (a literal in exact case), or windows around a character of `_WINDOW_CHARS`
 _SEPARATOR_AFTER = re.compile("[\"' \t]{0,4}[=:]")
@@ -115,6 +117,7 @@ class _Plan:
     tests: list[tuple[tuple[tuple[str, str], ...], list[Any]]]  # ((string, where), …): all must hold
     shapes: list[tuple[str, Any]]
     reach: dict[str, tuple[int, float]]  # window characters: how far windows reach, and what they save
+    gates: dict[str, re.Pattern[str]]  # window characters: one search that says whether any test can hold
 
 
 def secret_separators(low: str, runs: bytes) -> list[int]:
@@ -138,13 +141,14 @@ def secret_separators(low: str, runs: bytes) -> list[int]:
     if len(low) < 100 * len(places) and not mentions_secret_word(low):
         return []
     found = []
-    for i in sorted(places):
-        # The name's last character: at most a quote and three blanks (no run characters) follow it.
+    for i in sorted(places) if len(places) > 1 else places:
+        # The name's last character: at most a quote and three blanks (no run characters) follow it;
+        # a name holding a secret word has three characters or more.
         end = runs.rfind(b"a", i - 5 if i > 5 else 0, i) + 1
-        if end > 2:  # a secret word has three letters or more
+        if end > 2 and runs.endswith(b"aaa", 0, end):
             reach = end - 80 if end > 80 else 0
             start = max(runs.rfind(b" ", reach, end) + 1, reach)
-            if end - start > 2 and mentions_secret_word(low[start:end]):
+            if mentions_secret_word(low[start:end]):
                 found.append(i)
     return found
 
@@ -165,19 +169,24 @@ def _after_secret_words(low: str, runs: bytes) -> list[int]:
     return sorted(found)
 
 
+@functools.lru_cache(maxsize=256)
+def _gate(char: str, tails: frozenset[str]) -> re.Pattern[str]:
+    """`char` followed by one of `tails`: every test holding `char` holds one such place (a search
+    for a literal character runs in C, and fails at most places at once)."""
+    alternatives = "|".join(re.escape(tail) for tail in sorted(tails, key=lambda t: (-len(t), t)))
+    return re.compile(f"{re.escape(char)}(?:{alternatives})")
+
+
 def _windows(low: str, char: str, reach: int) -> str:
     """The text around each place of `char` (`reach` characters on each side), joined by NULs (which
     no test string holds)."""
-    spans: list[list[int]] = []
+    places = []
     i = low.find(char)
     while i != -1:
-        start = i - reach if i > reach else 0
-        if spans and start <= spans[-1][1]:
-            spans[-1][1] = i + reach + 1
-        else:
-            spans.append([start, i + reach + 1])
+        places.append(i - reach if i > reach else 0)
         i = low.find(char, i + 1)
-    return "\0".join([low[a:b] for a, b in spans])
+    width = 2 * reach + 1
+    return "\0".join([low[start : start + width] for start in places])
 
 
 class PythonMatcher:
@@ -238,16 +247,27 @@ class PythonMatcher:
             self.plans.clear()
         single = [(tests[0][0], tests[0][1], rules) for tests, rules in grouped.items() if len(tests) == 1]
         several = [(tests, rules) for tests, rules in grouped.items() if len(tests) > 1]
-        plan = self.plans[mask] = _Plan(single, several, shapes, reach)
+        gates = {}
+        for char, (_, cost) in reach.items():
+            if cost > _GATE_NS:  # cheaper than the searches it may spare
+                tails = {t[t.index(char) + 1 :] for tests in grouped for t, where in tests if where == char}
+                if "" not in tails:
+                    gates[char] = _gate(char, frozenset(tails))
+        plan = self.plans[mask] = _Plan(single, several, shapes, reach, gates)
         return plan
 
-    def _where(self, low: str, text: str, reach: dict[str, tuple[int, float]]) -> dict[str, str]:
-        """Where each test string is looked for: windows around a character when they cost less
-        than searching the whole text for each test that uses them, else the whole text. Measured:
-        a search costs about `_SEARCH_NS / (len(test) + 2)` ns a character searched; windows 330 ns,
-        and 270 ns a place, whose window is then searched (counting the places, 0.3 ns a character)."""
+    def _where(self, low: str, text: str, plan: _Plan) -> dict[str, str]:
+        """Where each test string is looked for: nowhere when the character's gate finds none of what
+        follows it in the tests; windows around the character when they cost less than searching the
+        whole text for each test that uses them; else the whole text. Measured: a search costs about
+        `_SEARCH_NS / (len(test) + 2)` ns a character searched; windows 330 ns, and 270 ns a place,
+        whose window is then searched (counting the places, 0.3 ns a character)."""
         where = {_LOW: low, _TEXT: text}
-        for char, (widest, cost) in reach.items():
+        for char, (widest, cost) in plan.reach.items():
+            gate = plan.gates.get(char)
+            if gate is not None and gate.search(low) is None:
+                where[char] = ""
+                continue
             most = (len(low) * cost - 330) / (270 + (2 * widest + 1) * cost)
             where[char] = _windows(low, char, widest) if most >= 1 and low.count(char) <= most else low
         return where
@@ -265,8 +285,10 @@ class PythonMatcher:
         separators = secret_separators(low, runs) if mask & self.separators else None
         if separators:
             mask |= self.bits[_SEPARATOR]
-        plan = self.plans.get(mask) or self._plan(mask)
-        where = self._where(low, text, plan.reach)
+        plan = self.plans.get(mask)
+        if plan is None:
+            plan = self._plan(mask)
+        where = self._where(low, text, plan) if plan.reach else {_LOW: low, _TEXT: text}
         chosen: list[Gated] = []
         for test, place, rules in plan.single:
             if test in where[place]:
