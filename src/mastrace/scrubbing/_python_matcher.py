@@ -37,7 +37,7 @@ __all__ = ["PythonMatcher", "secret_separators"]
 
 _LONG_RUN = b"a" * MIN_TOKEN_LEN
 _RUN_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_.+~-")
-_FEW = 16  # text with more separators than this is read at each secret word, not at each separator
+_FEW = 16  # text with more separators than this (and one per 120 characters) is read at each secret word
 _CLAUSES_PER_KEY = 2
 _CLAUSE_CHARS = 4
 _RARE = frozenset(RARITY)
@@ -128,17 +128,19 @@ def secret_separators(low: str, runs: bytes) -> list[int]:
     Text with few separators is read at each (is there a secret word in the run before it?); text
     with many, such as JSON, at each secret word (is there a separator after its run?).
     """
+    # A look at a separator costs about as much as searching 120 characters for each secret word:
+    # past that many separators, reading at each secret word costs less.
+    most = _FEW + len(low) // 120
     places: list[int] = []
     for sep in "=:":
         i = low.find(sep)
         while i != -1:
-            if len(places) == _FEW:
+            if len(places) == most:
                 return _after_secret_words(low, runs)
             places.append(i)
             i = low.find(sep, i + 1)
-    # A look at each costs about as much as searching 100 characters for every secret word: text
-    # short for its separators is first searched whole, and most of it holds no secret word.
-    if len(low) < 100 * len(places) and not mentions_secret_word(low):
+    # Text short for its separators is first searched whole: most holds no secret word.
+    if len(low) < 120 * len(places) and not mentions_secret_word(low):
         return []
     found = []
     for i in sorted(places) if len(places) > 1 else places:
