@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from mastrace.scrubbing._finder import _in_long_run, _tried, compiled_rules
 from mastrace.scrubbing._python_matcher import secret_separators
-from mastrace.scrubbing._required import named_separator, requirements, starts_with_literal
+from mastrace.scrubbing._required import UNBOUNDED, named_separator, requirements, starts_with_literal
 from mastrace.scrubbing._table import ASSIGNMENT_WORDS, RULES, expand, long_runs, run_map
 
 PATTERNED = [rule for rule in compiled_rules() if rule.regex is not None and rule.gate in ("text", "shape")]
@@ -65,6 +65,17 @@ def test_anchors_say_how_far_from_the_start() -> None:
     assert requirements(r"[0-9]{8,10}:AA[a-z]")[0].anchor == (":AA", True, 8, 10)
     assert requirements(r"[a-z]+-us")[0].anchor is None  # unbounded: no anchor
     assert starts_with_literal(r"(?P<p>bearer )x") and not starts_with_literal(r"\bmysql")
+
+
+def test_literals_and_the_separator_say_how_far_from_the_start() -> None:
+    """Each literal's distance from the match's start, and a secret-named separator's, are bounded
+    where the items before them are (the pure-Python pass looks for literals around separators)."""
+    (need,) = requirements(r"ibm[_-]?(?:cloud)?[_-]?key[\"']?[ \t]{0,3}[:=][a-z]{4}")
+    assert dict(zip(need.literals, need.places, strict=True))[("ibm", True)] == (0, 0)
+    assert need.separator == (6, 17)
+    assert requirements(r"[a-z]+key[:=]x")[0].separator is None  # the name is not a literal
+    (need,) = requirements(r"[a-z]+ token:x")
+    assert need.separator is not None and need.separator[1] >= UNBOUNDED
 
 
 def test_unreadable_patterns_require_nothing() -> None:

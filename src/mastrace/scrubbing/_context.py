@@ -11,10 +11,10 @@ import base64
 import binascii
 import re
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ._names import literal_value_is_secret, looks_like_identifier, secret_key_word
-from ._required import Requirement, requirements
+from ._required import requirements
 from ._table import RULES, mentions_secret_word
 
 __all__ = [
@@ -156,8 +156,7 @@ _K8S_ITEM = re.compile(r"([ \t]+)[a-z0-9_.-]{1,253}[ \t]*:[ \t]*[\"']?([^\s\"'#]
 
 FINDER_NEEDS = {
     "k8s_secret": tuple(
-        Requirement((*need.clauses, frozenset("\n")), need.literals)
-        for need in requirements(_K8S_KIND.pattern)
+        replace(need, clauses=(*need.clauses, frozenset("\n"))) for need in requirements(_K8S_KIND.pattern)
     )
 }
 """What a text must hold for a finder to find anything, read by the first pass: `kind: secret`, and

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._context import FINDER_NEEDS
-from ._required import RARITY, Requirement, commonness, named_separator, requirements
+from ._required import RARITY, UNBOUNDED, Requirement, commonness, requirements
 from ._selection import NOTHING, Gated, Selection, ordered
 from ._table import ASSIGNMENT_WORDS, MIN_TOKEN_LEN, mentions_secret_word, run_map
 
@@ -46,7 +46,9 @@ _MAX_PLANS = 4096
 _SEARCH_NS = 3.4  # a substring search costs about this many ns a character over (its length + 2)
 _GATE_NS = 0.6  # a gate (a regular expression led by one literal character) costs about this a character
 _LOW = ""  # where a test string is looked for: the whole lower-cased text,
-_TEXT = "T"  # the whole text (a literal in exact case), or windows around a character of `_WINDOW_CHARS`
+_TEXT = "T"  # the whole text (a literal in exact case), windows around a character of `_WINDOW_CHARS`,
+_NEAR = "N"  # or windows around the secret-named separators
+_NEAR_REACH = 120
 _SEPARATOR_AFTER = re.compile("[\"' \t]{0,4}[=:]")
 _SEPARATOR = "separator"  # a probe passed when a secret-named separator was found
 
@@ -54,45 +56,68 @@ _SEPARATOR = "separator"  # a probe passed when a secret-named separator was fou
 @dataclass
 class _Entry:
     """A text or shape rule's gate string: the probes a text must pass for it to matter (`clauses`)
-    and the strings it must hold (`tests`: (string, where), the gate string and its rule's literals)."""
+    and the strings it must hold (`tests`: (string, where), the gate string and its rule's literals).
+    `near`: how far before and after a secret-named separator its `_NEAR` tests are."""
 
     key: str
     rule: Any
     clauses: tuple[frozenset[str], ...]
     tests: tuple[tuple[str, str], ...]
     shape: bool
+    near: tuple[int, int] | None = None
 
 
 def _entries(rule: Gated) -> list[_Entry]:
     """The entries of a text or shape rule: for each alternative of its pattern, one whose tests hold
     a key of the rule, or else one per key."""
     if rule.finder is not None:
-        needs, separator = FINDER_NEEDS.get(rule.finder, ()), False
+        needs = FINDER_NEEDS.get(rule.finder, ())
     else:
         assert rule.regex is not None
-        pattern, flags = rule.regex.pattern, rule.regex.flags
-        needs, separator = requirements(pattern, flags), named_separator(pattern, flags)
+        needs = requirements(rule.regex.pattern, rule.regex.flags)
     # A shape key holding a character no run holds never selects.
     keys = [key for key in rule.keys if rule.gate != "shape" or set(key) <= _RUN_CHARS]
     out = []
     for need in needs or [Requirement((), ())]:
         literals = [_test(lit, exact) for lit, exact in need.literals]
+        near = dict(zip(literals, _near(need), strict=True))
         held = next((key for key in keys if any(key in lit.lower() for lit, _ in literals)), None)
         for key in [held] if held else keys:
             # A literal holding the key says more than the key; one inside it, nothing more; the
-            # others are tested when cheap (around a rare character, or in exact case).
+            # others are tested when cheap (around a rare character or the separator, or in exact case).
             holding = [t for t in literals if key in t[0].lower()]
-            tests = holding or [(key, _where(key))]
-            tests += [t for t in literals if t[0].lower() not in key and t not in holding and t[1] != _LOW]
+            tests = [(t[0], _NEAR) if near.get(t) else t for t in holding] or [(key, _where(key))]
+            tests += [
+                (t[0], _NEAR) if near.get(t) else t
+                for t in literals
+                if t[0].lower() not in key and t not in holding and (t[1] != _LOW or near.get(t))
+            ]
             tests.sort(key=lambda t: (t[1] == _LOW, t[1] == _TEXT))  # windows first: the cheapest
+            reach = [r for t in literals if (t[0], _NEAR) in tests and (r := near.get(t)) is not None]
             own = [frozenset(c) for c in dict.fromkeys(key)]
             # Small clauses of characters that many texts lack: each costs one look per text.
             useful = [c for c in dict.fromkeys(own + list(need.clauses)) if len(c) <= _CLAUSE_CHARS]
             clauses = sorted((c for c in useful if c <= _RARE), key=commonness)[:_CLAUSES_PER_KEY]
-            if separator:
+            if need.separator is not None:
                 clauses.append(frozenset([_SEPARATOR]))
-            tests = list(dict.fromkeys(tests))
-            out.append(_Entry(key, rule, tuple(clauses), tuple(tests), rule.gate == "shape"))
+            entry = _Entry(key, rule, tuple(clauses), tuple(dict.fromkeys(tests)), rule.gate == "shape")
+            entry.near = (max(r[0] for r in reach), max(r[1] for r in reach)) if reach else None
+            out.append(entry)
+    return out
+
+
+def _near(need: Requirement) -> list[tuple[int, int] | None]:
+    """For each literal of `need`, how far before and after a secret-named separator the window it
+    must be in reaches, when the separator and the literal are at bounded distances from the match's
+    start (and the literal is one looked for in the whole lower-cased text)."""
+    if need.separator is None or need.separator[1] >= UNBOUNDED:
+        return [None] * len(need.literals)
+    nearest, farthest = need.separator
+    out: list[tuple[int, int] | None] = []
+    for (literal, exact), (low, high) in zip(need.literals, need.places, strict=True):
+        bounded = high < UNBOUNDED and farthest - low <= _NEAR_REACH and high - nearest <= _NEAR_REACH
+        plain = not (exact and any(c.isupper() for c in literal))
+        out.append((farthest - low, high - nearest + len(literal)) if bounded and plain else None)
     return out
 
 
@@ -117,6 +142,7 @@ class _Plan:
     tests: list[tuple[tuple[tuple[str, str], ...], list[Any]]]  # ((string, where), …): all must hold
     shapes: list[tuple[str, Any]]
     reach: dict[str, tuple[int, float]]  # window characters: how far windows reach, and what they save
+    near: tuple[int, int] | None  # how far before and after a secret-named separator its windows reach
     gates: dict[str, re.Pattern[str]]  # window characters: one search that says whether any test can hold
 
 
@@ -210,7 +236,7 @@ class PythonMatcher:
         for prefix, selected in by_prefix.items():
             self.heads.setdefault(prefix[: self.head], []).append((prefix, selected))
         symbols = {"=", ":"} | {c for e in self.entries for clause in e.clauses for c in clause}
-        symbols |= {where for e in self.entries for _, where in e.tests} - {_LOW, _TEXT}
+        symbols |= {where for e in self.entries for _, where in e.tests} - {_LOW, _TEXT, _NEAR}
         symbols.discard(_SEPARATOR)
         self.bits = {c: 1 << i for i, c in enumerate(sorted(symbols, key=RARITY.index))}
         self.bits[_SEPARATOR] = 1 << len(self.bits)
@@ -222,7 +248,7 @@ class PythonMatcher:
         # Each entry's clauses, and the characters of its windowed tests, as masks a text must meet.
         self.needs = [
             (entry, [sum(self.bits[c] for c in clause) for clause in entry.clauses]
-             + [self.bits[where] for _, where in entry.tests if where not in (_LOW, _TEXT)])
+             + [self.bits[where] for _, where in entry.tests if where not in (_LOW, _TEXT, _NEAR)])
             for entry in self.entries
         ]  # fmt: skip
         self.plans: dict[int, _Plan] = {}
@@ -231,6 +257,7 @@ class PythonMatcher:
         """The plan for texts that passed the probes of `mask`."""
         grouped: dict[tuple[tuple[str, str], ...], list[Any]] = {}
         shapes: list[tuple[str, Any]] = []
+        near: tuple[int, int] | None = None
         reach: dict[str, tuple[int, float]] = {}  # window character: (widest test, search cost)
         for entry, needs in self.needs:
             for need in needs:
@@ -240,8 +267,14 @@ class PythonMatcher:
                 if entry.shape:
                     shapes.append((entry.key, entry.rule))
                     continue
+                if entry.near is not None:
+                    near = (
+                        entry.near
+                        if near is None
+                        else (max(near[0], entry.near[0]), max(near[1], entry.near[1]))
+                    )
                 for test, where in entry.tests:
-                    if where not in (_LOW, _TEXT):
+                    if where not in (_LOW, _TEXT, _NEAR):
                         widest, cost = reach.get(where, (0, 0.0))
                         reach[where] = (max(widest, len(test)), cost + _SEARCH_NS / (len(test) + 2))
                 grouped.setdefault(entry.tests, []).append(entry.rule)
@@ -255,7 +288,7 @@ class PythonMatcher:
                 tails = {t[t.index(char) + 1 :] for tests in grouped for t, where in tests if where == char}
                 if "" not in tails:
                     gates[char] = _gate(char, frozenset(tails))
-        plan = self.plans[mask] = _Plan(single, several, shapes, reach, gates)
+        plan = self.plans[mask] = _Plan(single, several, shapes, reach, near, gates)
         return plan
 
     def _where(self, low: str, text: str, plan: _Plan) -> dict[str, str]:
@@ -263,7 +296,7 @@ class PythonMatcher:
         follows it in the tests; windows around the character when they cost less than searching the
         whole text for each test that uses them; else the whole text. Measured: a search costs about
         `_SEARCH_NS / (len(test) + 2)` ns a character searched; windows 330 ns, and 270 ns a place,
-        whose window is then searched (counting the places, 0.3 ns a character)."""
+        whose window is then searched."""
         where = {_LOW: low, _TEXT: text}
         for char, (widest, cost) in plan.reach.items():
             gate = plan.gates.get(char)
@@ -271,7 +304,9 @@ class PythonMatcher:
                 where[char] = ""
                 continue
             most = (len(low) * cost - 330) / (270 + (2 * widest + 1) * cost)
-            where[char] = _windows(low, char, widest) if most >= 1 and low.count(char) <= most else low
+            # Counting the places costs 0.3 ns a character: not worth it for searches that cost little.
+            worth = most >= 1 and cost > 0.6 and low.count(char) <= most
+            where[char] = _windows(low, char, widest) if worth else low
         return where
 
     def select(self, text: str) -> Selection:
@@ -291,6 +326,9 @@ class PythonMatcher:
         if plan is None:
             plan = self._plan(mask)
         where = self._where(low, text, plan) if plan.reach else {_LOW: low, _TEXT: text}
+        if plan.near is not None:  # its entries need a secret-named separator: there is one
+            before, after = plan.near
+            where[_NEAR] = "\0".join([low[max(0, i - before) : max(0, i + after)] for i in separators or ()])
         chosen: list[Gated] = []
         for test, place, rules in plan.single:
             if test in where[place]:

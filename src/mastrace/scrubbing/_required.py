@@ -32,6 +32,7 @@ from ._table import ASSIGNMENT_WORDS, RUN
 
 __all__ = [
     "RARITY",
+    "UNBOUNDED",
     "Requirement",
     "commonness",
     "named_separator",
@@ -83,17 +84,26 @@ class Requirement:
     Attributes:
         clauses: Sets of characters the text holds one of each.
         literals: Strings the match holds, with whether their case is exact.
+        places: For each literal, how far from the match's start it starts, at least and at most
+            (at most `UNBOUNDED` when no bound is known).
         anchor: The literal that starts the closest to the match's start, and how far from it at
             least and at most: (literal, exact, nearest, farthest); None when no literal is at a
             bounded distance.
+        separator: Where the match's secret-named separator is (`named_separator`), at least and
+            at most this far from its start; None when it has none.
     """
 
     clauses: tuple[frozenset[str], ...]
     literals: tuple[tuple[str, bool], ...]
+    places: tuple[tuple[int, int], ...] = ()
     anchor: tuple[str, bool, int, int] | None = None
+    separator: tuple[int, int] | None = None
 
 
 _MAX_ALTERNATIVES = 32  # an alternation of more branches is read as one
+UNBOUNDED = 1 << 30
+_MAX_SPREAD = 8  # an anchor this far from a fixed place costs as many tries per place it is found
+Item = tuple[Any, Any, bool]
 
 
 @functools.cache
@@ -110,44 +120,34 @@ def requirements(pattern: str, flags: int = 0) -> tuple[Requirement, ...]:
     else:
         _, (_, branches), cased = items[branch]
         alternatives = [items[:branch] + _flat(b, cased) + items[branch + 1 :] for b in branches]
-    return tuple(Requirement(_alternative_clauses(alt), _literals(alt), _anchor(alt)) for alt in alternatives)
+    return tuple(_requirement(alt) for alt in alternatives)
 
 
-def _alternative_clauses(items: list[tuple[Any, Any, bool]]) -> tuple[frozenset[str], ...]:
-    found: list[frozenset[str]] = []
+def _requirement(items: list[Item]) -> Requirement:
+    clauses: list[frozenset[str]] = []
     for op, av, cased in items:
-        found.extend(_clauses([(op, av)], cased))
-    return tuple(dict.fromkeys(found))
+        clauses.extend(_clauses([(op, av)], cased))
+    runs = _literal_runs(items)
+    spans: dict[tuple[str, bool], tuple[int, int]] = {}
+    for literal, exact, low, high in runs:  # a literal met twice: the span of both places
+        if len(literal) >= 2:
+            key = (literal, True) if exact else (literal.lower(), False)
+            known = spans.get(key, (low, high))
+            spans[key] = (min(known[0], low), max(known[1], high))
+    separator = _separator_at(items)
+    return Requirement(
+        tuple(dict.fromkeys(clauses)),
+        tuple(spans),
+        tuple(spans.values()),
+        _anchor(runs),
+        None if separator is None else _offsets(items, separator),
+    )
 
 
-def _literals(items: list[tuple[Any, Any, bool]]) -> tuple[tuple[str, bool], ...]:
-    """The runs of two literal characters or more, lower-cased unless their case is exact."""
-    runs: list[tuple[str, bool]] = []
-    current: list[str] = []
-    cased_run = True
-    for op, av, cased in items:
-        if op is _c.LITERAL:
-            current.append(chr(av))
-            cased_run = cased_run and cased
-            continue
-        if op in _ZERO_WIDTH:  # consumes nothing: the literals around it are next to each other
-            continue
-        runs.append(("".join(current), cased_run))
-        current, cased_run = [], True
-    runs.append(("".join(current), cased_run))
-    found = [(run, True) if exact else (run.lower(), False) for run, exact in runs if len(run) >= 2]
-    return tuple(dict.fromkeys(found))
-
-
-_UNBOUNDED = 1 << 30
-_MAX_SPREAD = 8  # an anchor this far from a fixed place costs as many tries per place it is found
-
-
-def _anchor(items: list[tuple[Any, Any, bool]]) -> tuple[str, bool, int, int] | None:
-    """The literal run (one character or more) of `items` at a bounded distance from the match's
-    start that costs the fewest tries: each place it is found costs one try per possible distance,
-    and a longer literal is found in fewer places (a quarter as many per character, roughly)."""
-    best: tuple[float, str, bool, int, int] | None = None
+def _literal_runs(items: list[Item]) -> list[tuple[str, bool, int, int]]:
+    """The runs of literal characters (look-arounds skipped: they consume nothing), each with whether
+    its case is exact and how far from the match's start it starts, at least and at most."""
+    runs: list[tuple[str, bool, int, int]] = []
     nearest = farthest = 0
     run: list[str] = []
     run_at = (0, 0, True)
@@ -158,14 +158,29 @@ def _anchor(items: list[tuple[Any, Any, bool]]) -> tuple[str, bool, int, int] | 
             run.append(chr(av))
             run_at = (run_at[0], run_at[1], run_at[2] and cased)
         elif op not in _ZERO_WIDTH and run:
-            low, high, exact = run_at
-            cost = (high - low + 1) / 4 ** len(run)
-            if high < _UNBOUNDED and high - low <= _MAX_SPREAD and (best is None or cost < best[0]):
-                best = (cost, "".join(run), exact, low, high)
+            runs.append(("".join(run), run_at[2], run_at[0], run_at[1]))
             run = []
         if op is not None:
             least, most = _width(op, av)
-            nearest, farthest = nearest + least, min(_UNBOUNDED, farthest + most)
+            nearest, farthest = nearest + least, min(UNBOUNDED, farthest + most)
+    return runs
+
+
+def _offsets(items: list[Item], index: int) -> tuple[int, int]:
+    """How far from the match's start `items[index]` starts, at least and at most."""
+    least, most = _sequence_width([(op, av) for op, av, _ in items[:index]])
+    return least, most
+
+
+def _anchor(runs: list[tuple[str, bool, int, int]]) -> tuple[str, bool, int, int] | None:
+    """The literal run at a bounded distance from the match's start that costs the fewest tries: each
+    place it is found costs one try per possible distance, and a longer literal is found in fewer
+    places (a quarter as many per character, roughly)."""
+    best: tuple[float, str, bool, int, int] | None = None
+    for literal, exact, low, high in runs:
+        cost = (high - low + 1) / 4 ** len(literal)
+        if high < UNBOUNDED and high - low <= _MAX_SPREAD and (best is None or cost < best[0]):
+            best = (cost, literal, exact, low, high)
     if best is None:
         return None
     _, literal, exact, low, high = best
@@ -173,14 +188,14 @@ def _anchor(items: list[tuple[Any, Any, bool]]) -> tuple[str, bool, int, int] | 
 
 
 def _width(op: Any, av: Any) -> tuple[int, int]:
-    """The fewest and most characters an item matches (`_UNBOUNDED` for no limit)."""
+    """The fewest and most characters an item matches (`UNBOUNDED` for no limit)."""
     if op in (_c.LITERAL, _c.NOT_LITERAL, _c.IN, _c.ANY):
         return 1, 1
     if op in _ZERO_WIDTH:
         return 0, 0
     if op in _REPEATS:
         least, most = _sequence_width(av[2])
-        high = _UNBOUNDED if av[1] >= _c.MAXREPEAT else min(_UNBOUNDED, av[1] * most)
+        high = UNBOUNDED if av[1] >= _c.MAXREPEAT else min(UNBOUNDED, av[1] * most)
         return av[0] * least, high
     if op is _c.SUBPATTERN:
         return _sequence_width(av[-1])
@@ -189,14 +204,14 @@ def _width(op: Any, av: Any) -> tuple[int, int]:
     if op is _c.BRANCH:
         widths = [_sequence_width(branch) for branch in av[1]]
         return min(w[0] for w in widths), max(w[1] for w in widths)
-    return 0, _UNBOUNDED  # a back-reference or anything else: no bound
+    return 0, UNBOUNDED  # a back-reference or anything else: no bound
 
 
 def _sequence_width(items: Any) -> tuple[int, int]:
     least = most = 0
     for op, av in items:
         a, b = _width(op, av)
-        least, most = least + a, min(_UNBOUNDED, most + b)
+        least, most = least + a, min(UNBOUNDED, most + b)
     return least, most
 
 
@@ -272,14 +287,15 @@ def _flat(items: Any, cased: bool) -> list[tuple[Any, Any, bool]]:
     return out
 
 
-@functools.cache
 def named_separator(pattern: str, flags: int = 0) -> bool:
     """Whether every match of `pattern` holds an `=` or `:` that follows, after at most four quotes
     and blanks, a run of name characters ending in a literal secret word (`…key"\t:`)."""
-    parsed = _parse(pattern, flags)
-    if parsed is None:
-        return False
-    items = _flat(*parsed)
+    needs = requirements(pattern, flags)
+    return bool(needs) and all(need.separator is not None for need in needs)
+
+
+def _separator_at(items: list[Item]) -> int | None:
+    """The index of the first item that is a secret-named separator (see `named_separator`)."""
     for i, (op, av, _) in enumerate(items):
         if _chars_of(op, av, 1) <= {":", "="}:
             j, width = i - 1, 0
@@ -287,8 +303,8 @@ def named_separator(pattern: str, flags: int = 0) -> bool:
                 width += _max_width(items[j][0], items[j][1])
                 j -= 1
             if j >= 0 and width <= 4 and _ends_in_secret_word(items, j):
-                return True
-    return False
+                return i
+    return None
 
 
 def _chars_of(op: Any, av: Any, most: int) -> frozenset[str] | set[str]:
