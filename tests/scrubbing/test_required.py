@@ -73,7 +73,7 @@ def test_literals_and_the_separator_say_how_far_from_the_start() -> None:
     (need,) = requirements(r"ibm[_-]?(?:cloud)?[_-]?key[\"']?[ \t]{0,3}[:=][a-z]{4}")
     assert dict(zip(need.literals, need.places, strict=True))[("ibm", True)] == (0, 0)
     assert need.separator == (6, 17)
-    assert requirements(r"[a-z]+key[:=]x")[0].separator is None  # the name is not a literal
+    assert requirements(r"[a-z]+[:=]x")[0].separator is None  # no literal secret word before it
     (need,) = requirements(r"[a-z]+ token:x")
     assert need.separator is not None and need.separator[1] >= UNBOUNDED
 
