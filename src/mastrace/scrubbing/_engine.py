@@ -235,7 +235,7 @@ class Scrubber:
         known = cache.get(s)
         if known is not None:
             return known
-        plain = not self._find(s)
+        plain = not self._finder.find(s)
         if len(s) <= _CACHED_TEXT_MAX:
             self._remember(s, plain)
         return plain
@@ -265,7 +265,7 @@ class Scrubber:
     def _scrub_text(self, s: str, path: JsonPath, trail: ScrubTrail, hits: list[Hit] | None = None) -> str:
         if len(s) < _MIN_SECRET_LEN:
             return s
-        hits = self._find(s) if hits is None else hits
+        hits = self._finder.find(s) if hits is None else hits
         if not hits:
             return s
         if self._callback is None:  # every hit is replaced by its rule's label
@@ -329,7 +329,7 @@ class Scrubber:
         self._plain_json_chars += len(s)
 
     def _scrub_string_uncached(self, s: str, path: JsonPath, trail: ScrubTrail, depth: int) -> str:
-        hits = self._find(s)
+        hits = self._finder.find(s)
         if s[0] in "{[" and depth < _MAX_DEPTH:
             try:
                 parsed = json.loads(s)
@@ -359,7 +359,7 @@ class Scrubber:
             # Joined by newlines: a pattern that must be followed by a blank or the end of its text
             # (`…(?=\s|$)`) finds a secret at a leaf's end too; a hit across leaves only marks each of
             # them for a look of its own.
-            hit_leaves = _leaves_hit(texts, self._find("\n".join(texts)))
+            hit_leaves = _leaves_hit(texts, self._finder.find("\n".join(texts)))
         else:  # nested JSON strings can still hold secret keys
             hit_leaves = set()
         for i, (node, k, leaf_path) in enumerate(leaves):
@@ -399,7 +399,7 @@ class Scrubber:
     def _too_deep(self, value: Any, path: JsonPath, trail: ScrubTrail) -> Any:
         text = dumps_json(value)
         low = text.lower()
-        if not self._find(text) and not any(word in low for word in ASSIGNMENT_WORDS):
+        if not self._finder.find(text) and not any(word in low for word in ASSIGNMENT_WORDS):
             return value
         trail.record(path)
         return "[Scrubbed: nested too deep]"
