@@ -12,12 +12,18 @@ a prompt and a completion), a tool call and an MCP call, and the session logs it
 events: 28 spans, as a MassGen run has. Variants alternate in chunks of sessions; each chunk is timed
 from its first span to the end of its flush. The median chunk time per session is compared.
 
-Run: .venv/bin/python benchmarks/bench_load.py [--sessions 10000] [--chunk 500]
+`--matcher python` makes mastrace's scrubber use that first-pass matcher (as on an install without
+`mastrace[speed]`); `--baseline REV` makes it use another revision's scrubbing engine from git. One
+process runs one mastrace configuration: compare revisions by alternating runs of this script.
+
+Run: .venv/bin/python benchmarks/bench_load.py [--sessions 10000] [--chunk 500] [--matcher NAME]
+[--baseline REV]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import sys
@@ -31,6 +37,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 sys.path.insert(0, os.path.dirname(__file__))
+import _scrub_baseline
 from _common import print_ratios
 
 SpanFactory = Callable[[str, dict[str, Any]], AbstractContextManager[Any]]
@@ -103,6 +110,19 @@ def mastrace_variant(store: str) -> tuple[SpanFactory, Callable[[], None], Calla
     return span, lambda: mastrace.force_flush(timeout=120), mastrace.shutdown
 
 
+def use_scrubber(matcher: str | None, baseline: str | None) -> None:
+    """Make the scrubber mastrace builds on its export thread one of `baseline` and/or `matcher`."""
+    if matcher is None and baseline is None:
+        return
+    from mastrace.scrubbing import _engine
+
+    cls = _engine.Scrubber if baseline is None else _scrub_baseline.load(baseline)
+    kwargs = {} if matcher is None else {"matcher": matcher}
+    _engine.Scrubber = functools.partial(cls, **kwargs)  # type: ignore[misc]
+    name = getattr(cls(**kwargs), "matcher", "the engine before the rule table")
+    print(f"scrubbing with {baseline or 'this version'}'s engine, matcher: {name}")
+
+
 def chunks(total: int, size: int) -> Iterator[int]:
     done = 0
     while done < total:
@@ -114,7 +134,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=10_000, help="sessions per variant")
     parser.add_argument("--chunk", type=int, default=500, help="sessions per timed chunk")
+    parser.add_argument("--matcher", help="the scrubber's first-pass matcher (hyperscan, re2, python)")
+    parser.add_argument("--baseline", metavar="REV", help="scrub with this git revision's engine")
     args = parser.parse_args()
+    use_scrubber(args.matcher, args.baseline)
 
     import mastrace
     from mastrace.store import query

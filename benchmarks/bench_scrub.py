@@ -15,18 +15,25 @@ for each first-pass matcher installed (Hyperscan, RE2, pure Python).
 3. Worst case (CPU time): µs per KB over adversarial 100 KB texts (each gate string repeated, near misses,
    separators), the slowest text for each matcher.
 
-Run: `python benchmarks/bench_scrub.py [--spans N] [--repeat N] [--matchers hyperscan,python]`
+`--baseline REV` (repeatable) adds another version's engine from git, timed in the same runs, interleaved
+(`--baseline main`, or a commit from before the rule table): every figure then has its "before" beside it.
+
+Run: `python benchmarks/bench_scrub.py [--spans N] [--repeat N] [--matchers hyperscan,python]
+[--baseline REV]`
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
+import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -34,10 +41,13 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, Sp
 
 from mastrace._snapshot import Limits
 from mastrace._transform import prepare_span
-from mastrace.scrubbing._engine import Scrubber, ScrubTrail
+from mastrace.scrubbing._engine import Scrubber
 from mastrace.scrubbing._matchers import available
 from mastrace.scrubbing._table import RULES, expand
 from mastrace.store import LocalStoreExporter
+
+sys.path.insert(0, os.path.dirname(__file__))
+import _scrub_baseline
 
 TARGET_SPANS_PER_S = 100_000
 TARGET_RATIO = 0.8
@@ -136,7 +146,7 @@ def build_spans(count: int, prompt_every: int = 4, prompt_chars: int = 2000) -> 
     return collector.spans[:count]
 
 
-def time_ingest(spans: list[ReadableSpan], scrubber: Scrubber | None, batch: int = 512) -> float:
+def time_ingest(spans: list[ReadableSpan], scrubber: Any, batch: int = 512) -> float:
     limits = Limits()
     with tempfile.TemporaryDirectory(prefix="mastrace-bench-") as store:
         exporter = LocalStoreExporter(store)
@@ -188,20 +198,19 @@ def _values(rnd: random.Random, chars: int) -> dict[str, list[str]]:
 
 
 def per_value(
-    scrubbers: dict[str, Scrubber], values: dict[str, list[str]], rounds: int = 7
+    scrubbers: dict[str, Any], values: dict[str, list[str]], rounds: int = 7
 ) -> dict[str, dict[str, float]]:
-    """µs per value (best of `rounds`), for each kind and matcher."""
+    """µs per value (best of `rounds`, the variants alternating), for each kind and variant."""
     out: dict[str, dict[str, float]] = {}
     for kind, texts in values.items():
-        out[kind] = {}
-        for name, scrubber in scrubbers.items():
-            best = float("inf")
-            for _ in range(rounds):
+        out[kind] = {name: float("inf") for name in scrubbers}
+        for _ in range(rounds):
+            for name, scrubber in scrubbers.items():
+                trail = type(_scrub_baseline.trail(scrubber))
                 start = time.process_time()
                 for text in texts:
-                    scrubber._scrub_string_uncached(text, (), ScrubTrail(), 0)
-                best = min(best, (time.process_time() - start) / len(texts) * 1e6)
-            out[kind][name] = best
+                    scrubber._scrub_string_uncached(text, (), trail(), 0)
+                out[kind][name] = min(out[kind][name], (time.process_time() - start) / len(texts) * 1e6)
     return out
 
 
@@ -220,14 +229,14 @@ def _adversarial(size: int) -> dict[str, str]:
     return texts
 
 
-def _per_kb(scrubber: Scrubber, label: str, size: int) -> float:
+def _per_kb(scrubber: Any, label: str, size: int) -> float:
     text = _adversarial(size)[label]
     start = time.process_time()
     scrubber.scrub_text(text)
     return (time.process_time() - start) * 1e6 / (len(text) / 1024)
 
 
-def worst_case(scrubbers: dict[str, Scrubber], size: int = 100_000) -> dict[str, tuple[float, str]]:
+def worst_case(scrubbers: dict[str, Any], size: int = 100_000) -> dict[str, tuple[float, str]]:
     """The slowest µs per KB over adversarial texts of `size` characters, and which text."""
     texts = _adversarial(size)
     out = {}
@@ -241,6 +250,19 @@ def worst_case(scrubbers: dict[str, Scrubber], size: int = 100_000) -> dict[str,
     return out
 
 
+def variants(matchers: list[str], baselines: list[str]) -> dict[str, Callable[[], Any]]:
+    """A new scrubber for each variant: this version's per matcher, then each baseline's."""
+    out: dict[str, Callable[[], Any]] = {m: (lambda m=m: Scrubber(matcher=m)) for m in matchers}
+    for rev in baselines:
+        cls = _scrub_baseline.load(rev)
+        if "matcher" not in cls.__init__.__code__.co_varnames:  # the engine before the rule table
+            out[rev] = cls
+            continue
+        for m in matchers:
+            out[f"{rev}:{m}"] = lambda cls=cls, m=m: cls(matcher=m)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spans", type=int, default=50_000)
@@ -250,37 +272,49 @@ def main() -> None:
     parser.add_argument(
         "--matchers", default=",".join(available()), help="comma-separated, of " + ", ".join(available())
     )
+    parser.add_argument(
+        "--baseline", action="append", default=[], metavar="REV", help="also time this git revision's engine"
+    )
     parser.add_argument("--skip-ingest", action="store_true", help="only the per-value and worst-case parts")
+    parser.add_argument("--skip-worst", action="store_true", help="leave out the worst case")
+    parser.add_argument("--rounds", type=int, default=7, help="rounds of the per-value timing (best of)")
+    parser.add_argument("--chars", type=int, default=2000, help="length of the values timed one by one")
     args = parser.parse_args()
     matchers = [m for m in args.matchers.split(",") if m]
-    scrubbers = {m: Scrubber(matcher=m) for m in matchers}
+    makers = variants(matchers, args.baseline)
     if not args.skip_ingest:
-        ingest(args, matchers)
-    rnd = random.Random(11)
-    values = _values(rnd, 2000)
-    costs = per_value(scrubbers, values)
-    print("\nper value, µs (best of 7) and ratio to plain prose of the same length:")
-    print(f"  {'kind':<20}" + "".join(f"{m:>22}" for m in matchers))
+        ingest(args, makers)
+    scrubbers = {name: make() for name, make in makers.items()}
+    costs = per_value(scrubbers, _values(random.Random(11), args.chars), args.rounds)
+    print(f"\nper value of {args.chars:,} chars, µs (best of {args.rounds}, CPU time), ratio to plain prose:")
+    print(f"  {'kind':<20}" + "".join(f"{name:>22}" for name in scrubbers))
     for kind, row in costs.items():
-        cells = "".join(f"{row[m]:>12.1f} ({row[m] / costs['plain prose'][m]:4.1f}×)  " for m in matchers)
+        cells = "".join(f"{row[n]:>12.1f} ({row[n] / costs['plain prose'][n]:4.1f}×)  " for n in scrubbers)
         print(f"  {kind:<20}{cells}")
-    for m in matchers:
-        ratio = costs["secret-dense prose"][m] / costs["plain prose"][m]
-        print(f"secret-dense / plain ({m}): {ratio:.2f} (goal <= 2)")
+    for name in scrubbers:
+        ratio = costs["secret-dense prose"][name] / costs["plain prose"][name]
+        print(f"secret-dense / plain ({name}): {ratio:.2f} (goal <= 2)")
+    for rev in args.baseline:  # this version over each baseline, kind by kind
+        for m in matchers:
+            base = f"{rev}:{m}" if f"{rev}:{m}" in costs["plain prose"] else rev
+            ratios = ", ".join(f"{kind} {row[m] / row[base]:.2f}" for kind, row in costs.items())
+            print(f"{m} / {base}: {ratios}")
+    if args.skip_worst:
+        return
     print("\nworst case, µs per KB over adversarial 100 KB texts (and the same text at 10 KB and 1 MB):")
-    for m, (us, label) in worst_case(scrubbers).items():
-        sizes = ", ".join(f"{_per_kb(scrubbers[m], label, n):.0f}" for n in (10_000, 1_000_000))
-        print(f"  {m:<10} {us:8.1f} µs/KB  ({label}; {sizes} µs/KB)")
+    for name, (us, label) in worst_case(scrubbers).items():
+        sizes = ", ".join(f"{_per_kb(scrubbers[name], label, n):.0f}" for n in (10_000, 1_000_000))
+        print(f"  {name:<18} {us:8.1f} µs/KB  ({label}; {sizes} µs/KB)")
 
 
-def ingest(args: argparse.Namespace, matchers: list[str]) -> None:
+def ingest(args: argparse.Namespace, makers: dict[str, Callable[[], Any]]) -> None:
     spans = build_spans(args.spans, args.prompt_every, args.prompt_chars)
     mean_bytes = sum(len(json.dumps(dict(s.attributes or {}))) for s in spans) / len(spans)
-    runs: dict[str, list[float]] = {"off": [], **{m: [] for m in matchers}}
+    runs: dict[str, list[float]] = {"off": [], **{name: [] for name in makers}}
     for _ in range(args.repeat):
         runs["off"].append(time_ingest(spans, None))
-        for m in matchers:
-            runs[m].append(time_ingest(spans, Scrubber(matcher=m)))  # a new scrubber: its caches start empty
+        for name, make in makers.items():
+            runs[name].append(time_ingest(spans, make()))  # a new scrubber: its caches start empty
     print(
         f"spans:              {len(spans):,} (attributes {mean_bytes:,.0f} bytes on average; a prompt of "
         f"{args.prompt_chars:,} chars and a completion of half that on one span in {args.prompt_every})"
@@ -289,11 +323,11 @@ def ingest(args: argparse.Namespace, matchers: list[str]) -> None:
     for label, times in runs.items():
         best, median = len(spans) / min(times), len(spans) / statistics.median(times)
         name = "scrubbing off" if label == "off" else f"scrubbing on, {label}"
-        print(f"{name:<28} (best of {args.repeat}): {best:,.0f} spans/s (median {median:,.0f})")
-    for m in matchers:
-        rate = len(spans) / min(runs[m])
+        print(f"{name:<34} (best of {args.repeat}): {best:,.0f} spans/s (median {median:,.0f})")
+    for name in makers:
+        rate = len(spans) / min(runs[name])
         print(
-            f"on/off ratio, {m:<10} {rate / rate_off:.2f} (goal >= {TARGET_RATIO}); "
+            f"on/off ratio, {name:<18} {rate / rate_off:.2f} (goal >= {TARGET_RATIO}); "
             f"{rate / TARGET_SPANS_PER_S:.2f}x of {TARGET_SPANS_PER_S:,} spans/s"
         )
 

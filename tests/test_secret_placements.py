@@ -30,7 +30,8 @@ from opentelemetry.trace import Link
 
 import mastrace
 from mastrace import ConfigurableMixin, CoordinationMixin, Registry
-from mastrace.scrubbing._engine import Scrubber, _table
+from mastrace.scrubbing._engine import Scrubber
+from mastrace.scrubbing._finder import compiled_rules
 from mastrace.scrubbing._table import RULES, SecretRule, expand
 
 SAMPLES: list[tuple[SecretRule, str]] = [(rule, expand(sample)) for rule in RULES for sample in rule.samples]
@@ -44,7 +45,7 @@ def secret_chunks(rule: SecretRule, sample: str) -> list[str]:
     """The pieces of `sample` that must never leave: what scrubbing removes, split at whitespace
     and quotes (JSON escapes a newline, so a PEM body is looked for line by line)."""
     removed: list[str] = []
-    for compiled in _table():
+    for compiled in compiled_rules():
         if compiled.kind == rule.id and compiled.regex is not None:
             for m in compiled.regex.finditer(sample.lower() if compiled.on_low else sample):
                 start = m.end("p") if "p" in m.re.groupindex and m.group("p") is not None else m.start()

@@ -12,7 +12,7 @@ import pytest
 
 from mastrace.scrubbing import _table
 from mastrace.scrubbing._engine import Scrubber
-from mastrace.scrubbing._engine import _table as compiled_table
+from mastrace.scrubbing._finder import compiled_rules as compiled_table
 from mastrace.scrubbing._table import RULES, SecretRule, expand
 
 SAMPLES = [(rule, expand(sample)) for rule in RULES for sample in rule.samples]

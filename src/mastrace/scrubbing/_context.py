@@ -11,13 +11,23 @@ import base64
 import binascii
 import re
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ._names import literal_value_is_secret, looks_like_identifier, secret_key_word
+from ._required import requirements
 from ._table import RULES, mentions_secret_word
 
-__all__ = ["CHECKS", "Assignment", "KeywordIndex", "find_assignments", "find_k8s_secret_values"]
+__all__ = [
+    "CHECKS",
+    "FINDER_NEEDS",
+    "Assignment",
+    "KeywordIndex",
+    "find_assignments",
+    "find_k8s_secret_values",
+]
 
+_WORD = re.compile(r"[a-z0-9]+")
+_MAX_NAMES = 4096
 _NAME_BACKWARDS = re.compile(r"[ \t]{0,3}[\"']?(?P<name>[A-Za-z0-9_.-]{1,80})")
 _VALUE_START = re.compile(r"[ \t]{0,3}(?:(?<=:)=|(?<==)>)?[ \t]{0,3}")
 _QUOTED_VALUE = re.compile(r"([\"'`])([^\"'`\\\n]{1,1000})\1")
@@ -44,17 +54,32 @@ class KeywordIndex:
                 value = re.compile(rule.value, re.IGNORECASE | re.ASCII)
                 for hint in rule.hints:
                     self.by_word.setdefault(hint, []).append((rule.id, value))
+        self._by_name: dict[str, list[tuple[str, re.Pattern[str]]]] = {}  # names repeat: kept
 
     def rule_for(self, name_low: str, value: str) -> str | None:
         """The id of the keyword rule announced by a segment (or two joined) of `name_low` whose value
         format `value` has, or None."""
-        words = re.findall(r"[a-z0-9]+", name_low)
-        for i, word in enumerate(words):
-            for candidate in (word, word + words[i + 1] if i + 1 < len(words) else ""):
-                for rule_id, pattern in self.by_word.get(candidate, ()):
-                    if pattern.fullmatch(value):
-                        return rule_id
+        announced = self._by_name.get(name_low)
+        if announced is None:
+            announced = self._announced(name_low)
+        for rule_id, pattern in announced:
+            if pattern.fullmatch(value):
+                return rule_id
         return None
+
+    def _announced(self, name_low: str) -> list[tuple[str, re.Pattern[str]]]:
+        """The keyword rules a name announces, in the order `rule_for` tries them."""
+        words = _WORD.findall(name_low)
+        found = [
+            candidate
+            for i, word in enumerate(words)
+            for joined in (word, word + words[i + 1] if i + 1 < len(words) else "")
+            for candidate in self.by_word.get(joined, ())
+        ]
+        if len(self._by_name) >= _MAX_NAMES:
+            self._by_name.clear()
+        self._by_name[name_low] = found
+        return found
 
 
 def find_assignments(
@@ -127,6 +152,15 @@ def _assignment_at(
 _K8S_KIND = re.compile(r"kind[\"']?[ \t]*:[ \t]*[\"']?secret[\"']?(?![a-z0-9_-])")
 _K8S_DATA = re.compile(r"^([ \t]*)(?:data|stringdata)[ \t]*:[ \t]*$", re.MULTILINE)
 _K8S_ITEM = re.compile(r"([ \t]+)[a-z0-9_.-]{1,253}[ \t]*:[ \t]*[\"']?([^\s\"'#]{1,65536})")
+
+
+FINDER_NEEDS = {
+    "k8s_secret": tuple(
+        replace(need, clauses=(*need.clauses, frozenset("\n"))) for need in requirements(_K8S_KIND.pattern)
+    )
+}
+"""What a text must hold for a finder to find anything, read by the first pass: `kind: secret`, and
+a newline (the values are on the lines after a `data:` line)."""
 
 
 def find_k8s_secret_values(text: str, low: str) -> Iterator[re.Match[str]]:

@@ -14,13 +14,12 @@ Strings holding JSON objects or arrays are parsed, scrubbed by key and by value,
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import re
 from bisect import bisect_right
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
+from itertools import pairwise
 from typing import Any
 
 from opentelemetry.sdk.resources import Resource
@@ -28,11 +27,10 @@ from opentelemetry.sdk.resources import Resource
 from .. import semconv
 from .._errors import warn_once
 from .._snapshot import dumps_json
-from . import _matchers
-from ._context import CHECKS, KeywordIndex, find_assignments, find_k8s_secret_values
+from ._finder import Finder, Hit, Rule
 from ._names import secret_key_word
 from ._options import JsonPath, ScrubbingOptions, ScrubCallback, ScrubMatch
-from ._table import ASSIGNMENT_WORDS, MIN_TOKEN_LEN, RULES, RUN, SecretRule, python_pattern
+from ._table import ASSIGNMENT_WORDS
 
 __all__ = [
     "SAFE_KEYS",
@@ -68,7 +66,6 @@ _MAX_CACHED_KEYS = 8_192
 _MAX_CACHED_TEXTS = 16_384
 _CACHED_TEXT_MAX = 256
 _MAX_CACHED_JSON_CHARS = 4_000_000
-_IN_RUN = re.compile(f"[{RUN}]+")
 
 
 def format_path(path: JsonPath) -> str:
@@ -100,93 +97,6 @@ class ScrubTrail:
         text = format_path(path)
         if text not in self.paths:
             self.paths.append(text)
-
-
-@dataclass(frozen=True, eq=False)  # compared and hashed by identity: sets of rules stay cheap
-class _Rule:
-    """A compiled rule: from the table (one per word-rule prefix), an environment variable, or a custom
-    pattern. `on_low` rules are matched against the lower-cased text (case-insensitive rules: the
-    engine's fast search for a leading literal works only without the IGNORECASE flag)."""
-
-    kind: str
-    regex: re.Pattern[str] | None
-    label: str
-    gate: str = "custom"
-    keys: tuple[str, ...] = ()
-    index: int = 0
-    on_low: bool = False
-    check: Callable[[str, re.Match[str]], bool] | None = None
-    finder: str | None = None
-
-
-@dataclass(frozen=True)
-class _Hit:
-    start: int  # where the secret starts (after any kept prefix)
-    end: int
-    rule: _Rule
-    match: re.Match[str]
-
-
-_FINDER_RULE = {rule.id: rule for rule in RULES}
-
-
-def _compile(index: int, spec: SecretRule) -> list[_Rule]:
-    """The compiled forms of one rule. `index` orders hits that start at the same place: a longer
-    prefix first (`sk-ant-` before `sk-`), then the table's order."""
-    check = CHECKS[spec.check] if spec.check else None
-    flags = re.ASCII | (re.MULTILINE if spec.finder else 0)
-    if spec.gate == "word":
-        return [
-            _Rule(spec.id, re.compile(python_pattern(spec, prefix), flags), spec.id, "word",
-                  (prefix.lower(),), index - 1000 * len(prefix), spec.ignore_case, check)
-            for prefix in spec.prefixes
-        ]  # fmt: skip
-    regex = None if spec.finder else re.compile(spec.pattern, flags)
-    return [_Rule(spec.id, regex, spec.id, spec.gate, spec.keys, index, spec.ignore_case, check, spec.finder)]
-
-
-@functools.cache
-def _table() -> tuple[_Rule, ...]:
-    """The rule table compiled, once per process (keyword rules are read by the assignment finder)."""
-    return tuple(rule for i, spec in enumerate(RULES) if spec.gate != "keyword" for rule in _compile(i, spec))
-
-
-@functools.cache
-def _matcher(name: str | None) -> _matchers.Matcher:
-    """The first-pass matcher over the whole table, built once per process and kind."""
-    return _matchers.make([rule for rule in _table() if rule.finder != "assignment"], name)
-
-
-# Hits of the assignment finder: a provider's keyword rule names the secret before any other rule that
-# starts at the same place; the generic `secret_assignment` only when no other rule does.
-_ASSIGNMENT = _Rule("secret_assignment", None, "secret_assignment", "assignment", index=1 << 30)
-_KEYWORD_LABELS = {
-    spec.id: _Rule(spec.id, None, spec.id, "keyword", index=-(1 << 30))
-    for spec in RULES
-    if spec.gate == "keyword"
-}
-
-
-def _ascii(s: str) -> str:
-    """`s` with every non-ASCII character as `?`: the same positions, and C-speed searches."""
-    return s if s.isascii() else s.encode("ascii", "replace").decode("ascii")
-
-
-def _in_long_run(low: str, m: re.Match[str], keys: tuple[str, ...]) -> bool:
-    """A shape match must lie inside one run of `MIN_TOKEN_LEN` token characters holding a gate key."""
-    run = _IN_RUN.fullmatch(low, m.start(), m.end())
-    if run is None:
-        return False
-    start, end = m.start(), m.end()
-    while start and low[start - 1] in _RUN_CHARS:
-        start -= 1
-    while end < len(low) and low[end] in _RUN_CHARS:
-        end += 1
-    word = low[start:end]
-    return len(word) >= MIN_TOKEN_LEN and any(k in word for k in keys)
-
-
-_RUN_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.+~-")
 
 
 def _secret_env_values() -> dict[str, str]:
@@ -229,13 +139,12 @@ class Scrubber:
         self._callback = options.callback
         self._allow = frozenset(k.lower() for k in options.allow_keys)
         self._extra = [re.compile(p, re.IGNORECASE) for p in options.extra_patterns]
-        self._custom = [_Rule("custom", regex, "custom") for regex in self._extra]
-        self._matcher = _matcher(matcher)
-        self._keywords = _keywords()
-        self._env = [
-            (value, re.compile(re.escape(value)), _Rule("env", None, f"env {name}", index=-1))
+        self._custom = [Rule("custom", regex, "custom") for regex in self._extra]
+        env = [
+            (value, Rule("env", re.compile(re.escape(value)), f"env {name}", index=-1))
             for value, name in sorted(_secret_env_values().items(), key=lambda kv: -len(kv[0]))
         ]
+        self._finder = Finder(matcher, env, self._custom, self._is_secret_name)
         self._key_cache: dict[str, re.Match[str] | None] = {}
         self._plain_cache: dict[str, bool] = {}
         self._plain_json: set[str] = set()  # long JSON texts found plain
@@ -326,7 +235,7 @@ class Scrubber:
         known = cache.get(s)
         if known is not None:
             return known
-        plain = not self._find(s)
+        plain = not self._finder.find(s)
         if len(s) <= _CACHED_TEXT_MAX:
             self._remember(s, plain)
         return plain
@@ -344,84 +253,29 @@ class Scrubber:
     @property
     def matcher(self) -> str:
         """The name of the first-pass matcher in use (`hyperscan`, `re2` or `python`)."""
-        return self._matcher.name
+        return self._finder.matcher.name
 
-    def _find(self, s: str) -> list[_Hit]:
+    def _find(self, s: str) -> list[Hit]:
         """Every secret-shaped substring of `s`, leftmost first, without overlaps."""
-        text = _ascii(s)
-        found = self._matcher.select(text)
-        if found is _matchers.NOTHING and not self._env and not self._custom:  # most texts
-            return []
-        low = found.low
-        hits = [
-            _Hit(m.start(), m.end(), rule, m)
-            for value, rx, rule in self._env
-            if value in s
-            for m in rx.finditer(s)
-        ]
-        if found.starts:
-            low = text.lower() if low is None else low
-            self._anchored(found.starts, s, text, low, hits)
-        for rule in found.rules:
-            low = text.lower() if low is None else low
-            if rule.finder is not None:
-                if rule.finder == "k8s_secret":
-                    hits.extend(
-                        _Hit(m.start(2), m.end(2), rule, m) for m in find_k8s_secret_values(text, low)
-                    )
-                continue
-            self._matches(rule, s, text, low, hits)
-        if found.assignments and ("=" in text or ":" in text):
-            low = text.lower() if low is None else low
-            assigned_at = find_assignments(text, low, self._is_secret_name, self._keywords, found.separators)
-            for assigned in assigned_at:
-                rule = _KEYWORD_LABELS.get(assigned.rule_id, _ASSIGNMENT)
-                hits.append(_Hit(assigned.start, assigned.end, rule, assigned.match))
-        for rule in self._custom:
-            hits.extend(_hit(rule, m) for m in rule.regex.finditer(s))  # type: ignore[union-attr]
-        return _merge(hits) if len(hits) > 1 else hits
-
-    def _anchored(
-        self, starts: list[tuple[int, _Rule]], s: str, text: str, low: str, hits: list[_Hit]
-    ) -> None:
-        """Word rules matched where their prefix starts a long run, in order and without overlaps per
-        rule: what `finditer` over the whole text would find, without the search."""
-        starts.sort(key=lambda pair: (pair[1].index, pair[0]))
-        last_rule, last_end = None, 0
-        for at, rule in starts:
-            if rule is not last_rule:
-                last_rule, last_end = rule, 0
-            if at < last_end:
-                continue
-            m = rule.regex.match(low if rule.on_low else text, at)  # type: ignore[union-attr]
-            if m is None or s.startswith("[Scrubbed", at):
-                continue
-            if rule.check is None or rule.check(text[m.start() : m.end()], m):
-                hits.append(_Hit(m.start(), m.end(), rule, m))
-                last_end = m.end()
-
-    def _matches(self, rule: _Rule, s: str, text: str, low: str, hits: list[_Hit]) -> None:
-        for m in rule.regex.finditer(low if rule.on_low else text):  # type: ignore[union-attr]
-            hit = _hit(rule, m)
-            if hit.end <= hit.start or s.startswith("[Scrubbed", hit.start):  # already scrubbed
-                continue
-            if rule.gate == "shape" and not _in_long_run(low, m, rule.keys):
-                continue
-            if rule.gate == "text" and not any(k in low for k in rule.keys):  # as `PythonMatcher` asks
-                continue
-            if rule.check is None or rule.check(text[hit.start : hit.end], m):
-                hits.append(hit)
+        return self._finder.find(s)
 
     def _is_secret_name(self, name: str) -> bool:
         return self.key_match(name) is not None
 
-    def _scrub_text(self, s: str, path: JsonPath, trail: ScrubTrail, hits: list[_Hit] | None = None) -> str:
+    def _scrub_text(self, s: str, path: JsonPath, trail: ScrubTrail, hits: list[Hit] | None = None) -> str:
         if len(s) < _MIN_SECRET_LEN:
             return s
-        hits = self._find(s) if hits is None else hits
+        hits = self._finder.find(s) if hits is None else hits
         if not hits:
             return s
-        parts: list[str] = []
+        if self._callback is None:  # every hit is replaced by its rule's label
+            trail.record(path)
+            parts = [s[: hits[0].start]]
+            for hit, after in pairwise(hits):
+                parts += (hit.rule.replacement, s[hit.end : after.start])
+            parts += (hits[-1].rule.replacement, s[hits[-1].end :])
+            return "".join(parts)
+        parts = []
         pos = 0
         for hit in hits:
             secret = s[hit.start : hit.end]
@@ -436,17 +290,16 @@ class Scrubber:
         parts.append(s[pos:])
         return "".join(parts)
 
-    def _replacement(self, hit: _Hit, secret: str, path: JsonPath, trail: ScrubTrail) -> str | None:
-        if self._callback is not None:
-            kept = self._call(ScrubMatch(path, secret, hit.match, hit.rule.kind))
-            if kept is not None:
-                kept = str(kept)
-                if kept == secret:
-                    return None
-                trail.changed = True
-                return kept
+    def _replacement(self, hit: Hit, secret: str, path: JsonPath, trail: ScrubTrail) -> str | None:
+        kept = self._call(ScrubMatch(path, secret, hit.match, hit.rule.kind))
+        if kept is not None:
+            kept = str(kept)
+            if kept == secret:
+                return None
+            trail.changed = True
+            return kept
         trail.record(path)
-        return f"[Scrubbed: {hit.rule.label}]"
+        return hit.rule.replacement
 
     # -- keys and JSON ----------------------------------------------------------------------------
     def _match_key(self, key: str) -> re.Match[str] | None:
@@ -476,7 +329,7 @@ class Scrubber:
         self._plain_json_chars += len(s)
 
     def _scrub_string_uncached(self, s: str, path: JsonPath, trail: ScrubTrail, depth: int) -> str:
-        hits = self._find(s)
+        hits = self._finder.find(s)
         if s[0] in "{[" and depth < _MAX_DEPTH:
             try:
                 parsed = json.loads(s)
@@ -506,7 +359,7 @@ class Scrubber:
             # Joined by newlines: a pattern that must be followed by a blank or the end of its text
             # (`…(?=\s|$)`) finds a secret at a leaf's end too; a hit across leaves only marks each of
             # them for a look of its own.
-            hit_leaves = _leaves_hit(texts, self._find("\n".join(texts)))
+            hit_leaves = _leaves_hit(texts, self._finder.find("\n".join(texts)))
         else:  # nested JSON strings can still hold secret keys
             hit_leaves = set()
         for i, (node, k, leaf_path) in enumerate(leaves):
@@ -546,7 +399,7 @@ class Scrubber:
     def _too_deep(self, value: Any, path: JsonPath, trail: ScrubTrail) -> Any:
         text = dumps_json(value)
         low = text.lower()
-        if not self._find(text) and not any(word in low for word in ASSIGNMENT_WORDS):
+        if not self._finder.find(text) and not any(word in low for word in ASSIGNMENT_WORDS):
             return value
         trail.record(path)
         return "[Scrubbed: nested too deep]"
@@ -574,30 +427,7 @@ def _nothing_to_hide(value: Any) -> bool:
     return value is None or isinstance(value, bool) or value == ""
 
 
-def _merge(hits: list[_Hit]) -> list[_Hit]:
-    """Hits sorted by start (the table's order breaks ties); overlapping hits become one."""
-    hits.sort(key=lambda h: (h.start, h.rule.index))
-    kept: list[_Hit] = []
-    for hit in hits:
-        if not kept or hit.start >= kept[-1].end:
-            kept.append(hit)
-        elif hit.end > kept[-1].end:  # overlapping: one replacement covers both
-            last = kept[-1]
-            kept[-1] = _Hit(last.start, hit.end, last.rule, last.match)
-    return kept
-
-
-@functools.cache
-def _keywords() -> KeywordIndex:
-    return KeywordIndex()
-
-
-def _hit(rule: _Rule, m: re.Match[str]) -> _Hit:
-    start = m.end("p") if "p" in m.re.groupindex and m.group("p") is not None else m.start()
-    return _Hit(start, m.end(), rule, m)
-
-
-def _leaves_hit(texts: list[str], hits: list[_Hit]) -> set[int]:
+def _leaves_hit(texts: list[str], hits: list[Hit]) -> set[int]:
     """Indexes of the leaves, joined by one newline, that the hits fall in."""
     if not hits:
         return set()

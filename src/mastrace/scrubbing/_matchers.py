@@ -2,8 +2,8 @@
 
 Three interchangeable matchers make the same decision; only the speed differs:
 
-- `PythonMatcher` (always there): substring tests and one character translation in C, plus a look at
-  each long run of token characters;
+- `PythonMatcher` (always there, `_python_matcher`): character look-ups, substring tests and one
+  translation, each a C loop over the text, driven by what each rule's pattern requires;
 - `HyperscanMatcher` (`pip install 'mastrace[speed]'` on x86-64): every gate compiled into one
   Hyperscan database, scanned once in linear time;
 - `Re2Matcher` (`google-re2`): the same patterns as one `re2.Set`.
@@ -14,7 +14,8 @@ rule when one of its hints occurs, assignments where a secret word precedes a se
 or a text rule whose hints are common (`=`, `ac`), is selected by `PythonMatcher` by its hints, by the
 compiled matchers when a relaxed form of its whole pattern matches (look-arounds dropped, so it matches
 wherever the pattern does); the engine keeps a match only where the hint is (a shape match inside a long
-run holding it), so all find the same secrets.
+run holding it), so all find the same secrets. A matcher may leave out a rule that cannot match (its
+pattern needs a character or a literal the text lacks): that changes no output.
 """
 
 from __future__ import annotations
@@ -24,76 +25,22 @@ import re
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-from ._table import ASSIGNMENT_WORDS, MIN_TOKEN_LEN, RUN, mentions_secret_word
+from ._python_matcher import PythonMatcher
+from ._selection import NOTHING, Gated, Matcher, Selection, ordered
+from ._table import ASSIGNMENT_WORDS, MIN_TOKEN_LEN, RUN
 
-__all__ = ["Gated", "HyperscanMatcher", "Matcher", "PythonMatcher", "Re2Matcher", "available", "make"]
-
-
-class Gated(Protocol):
-    """What a matcher needs to know of a compiled rule."""
-
-    @property
-    def gate(self) -> str: ...
-    @property
-    def keys(self) -> tuple[str, ...]: ...
-    @property
-    def index(self) -> int: ...
-    @property
-    def regex(self) -> re.Pattern[str] | None: ...
-    @property
-    def on_low(self) -> bool: ...
-
-
-@dataclass
-class Selection:
-    """What the first pass found in a text.
-
-    Attributes:
-        rules: Text and shape rules to search the whole text for.
-        starts: Where a word rule's prefix starts a long run: (position, rule), for an anchored match.
-        assignments: Whether the text mentions a secret word (look for secret-named assignments).
-        low: The lower-cased text, when the matcher made it.
-        separators: Where an `=` or `:` follows a name holding a secret word, when the matcher knows
-            (otherwise every separator of a text that mentions one is looked at).
-    """
-
-    rules: list[Any]
-    starts: list[tuple[int, Any]]
-    assignments: bool
-    low: str | None = None
-    separators: list[int] | None = None
-
-
-NOTHING = Selection([], [], False)
-"""The selection of a text no gate matched (shared: never modified)."""
-
-
-class Matcher(Protocol):
-    """One pass over an ASCII text that picks the rules it needs and where word rules may start."""
-
-    name: str
-
-    def select(self, text: str) -> Selection: ...
-
-
-# Run characters become "a", others a space: a run of MIN_TOKEN_LEN or more is then a substring test.
-_RUNS = str.maketrans({chr(c): ("a" if re.fullmatch(f"[{RUN}]", chr(c)) else " ") for c in range(128)})
-_LONG_RUN = "a" * MIN_TOKEN_LEN
-_RUN_END = re.compile("[^a]")
-
-
-def long_runs(low: str) -> Iterator[tuple[int, str]]:
-    """Each run of at least `MIN_TOKEN_LEN` token characters in ASCII `low` and where it starts,
-    found with C-level searches."""
-    runs = low.translate(_RUNS)
-    i = runs.find(_LONG_RUN)
-    while i != -1:
-        stop = _RUN_END.search(runs, i)
-        end = len(runs) if stop is None else stop.start()
-        yield i, low[i:end]
-        i = runs.find(_LONG_RUN, end)
+__all__ = [
+    "NOTHING",
+    "HyperscanMatcher",
+    "Matcher",
+    "PythonMatcher",
+    "Re2Matcher",
+    "Selection",
+    "available",
+    "make",
+]
 
 
 _RUN_SET = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.+~-")
@@ -106,64 +53,6 @@ def word_starts(low: str, prefix: str) -> Iterator[int]:
         if (not i or low[i - 1] not in _RUN_SET) and starts_run(low, i, prefix):
             yield i
         i = low.find(prefix, i + 1)
-
-
-def _ordered(chosen: list[Any]) -> list[Any]:
-    return sorted(dict.fromkeys(chosen), key=_index) if len(chosen) > 1 else chosen
-
-
-def _index(rule: Gated) -> int:
-    return rule.index
-
-
-_SENTINELS = "$~/=:_.-"
-
-
-class PythonMatcher:
-    """The gates in plain Python: no dependency, a few microseconds per KB."""
-
-    name = "python"
-
-    def __init__(self, rules: Sequence[Gated]) -> None:
-        self.by_prefix: dict[str, list[Gated]] = {}
-        self.shapes: list[tuple[tuple[str, ...], Gated]] = []
-        text: dict[str, list[Gated]] = {}
-        for rule in rules:
-            if rule.gate == "word":
-                for key in rule.keys:
-                    self.by_prefix.setdefault(key, []).append(rule)
-            elif rule.gate == "shape":
-                self.shapes.append((rule.keys, rule))
-            else:
-                for key in rule.keys:
-                    text.setdefault(key, []).append(rule)
-        self.prefixes = tuple(self.by_prefix)
-        # Hints grouped by a rare character they hold: a group is skipped when its character is absent.
-        grouped: dict[str, list[tuple[str, list[Gated]]]] = {}
-        for key, selected in text.items():
-            sentinel = next((c for c in _SENTINELS if c in key), key)
-            grouped.setdefault(sentinel, []).append((key, selected))
-        self.text = list(grouped.items())
-
-    def select(self, text: str) -> Selection:
-        low = text.lower()
-        chosen: list[Gated] = []
-        starts: list[tuple[int, Gated]] = []
-        if len(low) >= MIN_TOKEN_LEN:
-            for at, run in long_runs(low):
-                if run.startswith(self.prefixes):
-                    for prefix, rules in self.by_prefix.items():
-                        if run.startswith(prefix):
-                            starts.extend((at, rule) for rule in rules)
-                chosen.extend(rule for keys, rule in self.shapes if any(k in run for k in keys))
-        for sentinel, groups in self.text:
-            if sentinel in low:
-                for key, rules in groups:
-                    if key in low:
-                        chosen.extend(rules)
-        # An assignment needs a separator: most prose without one is spared the secret words' search.
-        assignments = ("=" in low or ":" in low) and mentions_secret_word(low)
-        return Selection(_ordered(chosen), starts, assignments, low)
 
 
 ASSIGNMENT_GATE = "(?:" + "|".join(ASSIGNMENT_WORDS) + r")[A-Za-z0-9_.-]*[\"']?[ \t]{0,3}[=:]"
@@ -272,7 +161,7 @@ def _selection(found: Sequence[tuple[int, int]], gates: list[_Gate | None], text
                     starts.append((at, rule))
         else:
             chosen.extend(gate.rules)
-    return Selection(_ordered(chosen), starts, assignments)
+    return Selection(ordered(chosen), starts, assignments)
 
 
 class HyperscanMatcher:
@@ -353,7 +242,7 @@ class Re2Matcher:
                 starts.extend((at, rule) for at in word_starts(low, gate.prefix) for rule in gate.rules)
             else:
                 chosen.extend(gate.rules)
-        return Selection(_ordered(chosen), starts, assignments, low)
+        return Selection(ordered(chosen), starts, assignments, low)
 
 
 _KINDS: dict[str, type[PythonMatcher] | type[HyperscanMatcher] | type[Re2Matcher]] = {

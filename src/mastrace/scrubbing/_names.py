@@ -226,6 +226,13 @@ def entropy_floor(n: int) -> float:
     return min(ENTROPY_FLOOR, 0.75 * math.log2(max(n, 2)))
 
 
+@functools.lru_cache(maxsize=4096)
+def _names_password(key: str) -> bool:
+    """Whether a segment of `key` is a password word (names repeat: remembered)."""
+    words = {m.group().lower() for m in key_segments(key)}
+    return bool(words & PASSWORD_WORDS) or any(w.endswith(("password", "passwd")) for w in words)
+
+
 def literal_value_is_secret(key: str, value: str, quoted: bool) -> bool:
     """Whether `value`, written next to the secret-named `key` in free text, is worth scrubbing.
 
@@ -237,8 +244,7 @@ def literal_value_is_secret(key: str, value: str, quoted: bool) -> bool:
         return False
     if not value.strip("*xX.-_#"):
         return False
-    words = {m.group().lower() for m in key_segments(key)}
-    if words & PASSWORD_WORDS or any(w.endswith(("password", "passwd")) for w in words):
+    if _names_password(key):
         return True
     if len(value) < 8 or value.isdigit() or looks_like_identifier(value):
         return False

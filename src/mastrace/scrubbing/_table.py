@@ -33,10 +33,13 @@ __all__ = [
     "MIN_TOKEN_LEN",
     "RULES",
     "RUN",
+    "RUN_BYTES",
     "SecretRule",
     "expand",
+    "long_runs",
     "mentions_secret_word",
     "python_pattern",
+    "run_map",
 ]
 
 Gate = Literal["word", "shape", "text", "keyword"]
@@ -44,6 +47,10 @@ MIN_TOKEN_LEN = 20
 """Runs of token characters shorter than this are not looked at by the ``word`` and ``shape`` gates."""
 RUN = "A-Za-z0-9_.+~-"
 """The characters of a run (the body of a character class)."""
+RUN_BYTES = bytes(ord("a") if re.fullmatch(f"[{RUN}]", chr(c)) else ord(" ") for c in range(256))
+"""A `bytes.translate` table: run characters become `a`, the others a blank (then a run of
+`MIN_TOKEN_LEN` or more is a substring search, C-speed)."""
+_LONG_RUN = b"a" * MIN_TOKEN_LEN
 FINDERS = frozenset({"assignment", "k8s_secret"})
 
 ASSIGNMENT_WORDS = ("pass", "pwd", "secret", "token", "key", "auth", "cred", "cookie", "jwt", "sas", "dsn")
@@ -66,6 +73,24 @@ def mentions_secret_word(text: str) -> bool:
         or "sas" in text
         or "dsn" in text
     )
+
+
+def run_map(low: str) -> bytes:
+    """ASCII `low` with each run character as `a` and every other character as a blank."""
+    return low.encode("ascii", "replace").translate(RUN_BYTES)
+
+
+def long_runs(low: str) -> list[tuple[int, int]]:
+    """Where the runs of `MIN_TOKEN_LEN` token characters or more of ASCII `low` start and end."""
+    runs = run_map(low)
+    found = []
+    at = runs.find(_LONG_RUN)
+    while at != -1:
+        end = runs.find(b" ", at)
+        end = len(runs) if end == -1 else end
+        found.append((at, end))
+        at = runs.find(_LONG_RUN, end)
+    return found
 
 
 @dataclass(frozen=True)
