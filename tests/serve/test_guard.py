@@ -243,6 +243,18 @@ def test_a_page_opened_with_the_token_keeps_a_cookie(guarded: IntakeServer) -> N
     assert raw_http(port, request("GET", "/?token=wrong")).status == 401
 
 
+@pytest.mark.parametrize("path", ["//evil.example/", "///evil.example/x", "/%2F%2Fevil.example/"])
+def test_the_token_redirect_stays_on_this_server(guarded: IntakeServer, path: str) -> None:
+    """A link to `//other.host/?token=` must not send the browser (with its new cookie) elsewhere:
+    the redirect names a path on this server, never a network location."""
+    port = guarded.http_port or 0
+    reply = raw_http(port, request("GET", f"{path}?token={TOKEN}"))
+    assert reply.status == 303
+    location = reply.headers["location"]
+    assert location.startswith("/") and not location.startswith("//"), location
+    assert TOKEN not in location and TOKEN not in reply.headers["set-cookie"]
+
+
 def test_the_token_comes_from_the_flag_or_the_environment() -> None:
     """`--token` beats `MASTRACE_SERVE_TOKEN`; a short token is refused; none means none."""
     assert resolve_token("x" * 20, {"MASTRACE_SERVE_TOKEN": "y" * 20}) == "x" * 20

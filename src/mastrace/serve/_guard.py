@@ -12,10 +12,15 @@ every request, whatever route it is for (intake, UI, API, and routes added later
 - with a token (`--token` or `MASTRACE_SERVE_TOKEN`; required when listening off loopback), it must
   carry `Authorization: Bearer <token>` or the cookie a page gets by opening any URL once with
   `?token=<token>`; otherwise 401.
+
+The cookie holds a digest of the token, never the token: any token (spaces, `;`, non-ASCII) makes a
+valid cookie value, and its name carries part of that digest, so that two servers on one host (whose
+cookies a browser does not tell apart by port) each keep their own.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import ipaddress
 import os
@@ -105,6 +110,8 @@ class Guard:
     def __init__(self, app: ASGIApp, *, token: str | None = None, allowed_hosts: Iterable[str] = ()) -> None:
         self.app = app
         self.token = token
+        digest = hashlib.sha256(b"mastrace serve cookie\0" + token.encode()).hexdigest() if token else ""
+        self._cookie = (f"{TOKEN_COOKIE}_{digest[:8]}", digest)
         self.allowed = frozenset(h.strip().lower().rstrip(".") for h in allowed_hosts if h.strip())
 
     def host_allowed(self, name: str) -> bool:
@@ -126,7 +133,7 @@ class Guard:
             return
         if tokenless:
             assert self.token is not None
-            query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+            query = dict(parse_qsl(scope.get("query_string", b"").decode("utf-8", "replace")))
             if scope.get("method") == "GET" and hmac.compare_digest(
                 query.get("token", "").encode(), self.token.encode()
             ):
@@ -162,11 +169,13 @@ class Guard:
         value = headers.get("authorization", "").strip()
         if value[:7].lower() == "bearer ":
             value = value[7:].strip()
-        if value and hmac.compare_digest(value.encode(), self.token.encode()):
+        # Headers were decoded as latin-1: encoding back gives the bytes sent (UTF-8 for a non-ASCII token).
+        if value and hmac.compare_digest(value.encode("latin-1"), self.token.encode()):
             return True
+        name, digest = self._cookie
         for part in headers.get("cookie", "").split(";"):
-            name, _, value = part.strip().partition("=")
-            if name == TOKEN_COOKIE and hmac.compare_digest(value.encode(), self.token.encode()):
+            given, _, value = part.strip().partition("=")
+            if given == name and hmac.compare_digest(value.encode("latin-1"), digest.encode()):
                 return True
         return False
 
@@ -174,8 +183,11 @@ class Guard:
         """`?token=` on a page load: set the cookie the page's own requests carry, and go to the URL
         without the token (so that it is not left in the address bar or the history)."""
         rest = urlencode({k: v for k, v in query.items() if k != "token"})
-        location = scope.get("path", "/") + (f"?{rest}" if rest else "")
-        cookie = f"{TOKEN_COOKIE}={self.token}; HttpOnly; SameSite=Strict; Path=/"
+        # The path as sent (still percent-encoded), with one leading slash: `//name/` would leave this host.
+        path = "/" + (scope.get("raw_path") or scope.get("path", "/").encode()).decode("latin-1").lstrip("/")
+        location = path + (f"?{rest}" if rest else "")
+        name, digest = self._cookie
+        cookie = f"{name}={digest}; HttpOnly; SameSite=Strict; Path=/"
         await _answer(send, 303, "", [(b"location", location.encode()), (b"set-cookie", cookie.encode())])
 
 
