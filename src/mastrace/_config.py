@@ -14,27 +14,24 @@ import atexit
 import contextlib
 import os
 import signal
-import socket
 import sys
 import threading
-import uuid
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 
-from . import _children, _context, _settings, semconv
+from . import _children, _context, _destinations, _settings, semconv
 from ._errors import log_internal_error, logger
 from ._otel_private import replace_provider_resource, reset_global_providers
-from ._pipeline import Destination, FlushResult, Pipeline, SwitchProcessor
+from ._pipeline import FlushResult, Pipeline, SwitchProcessor
 from ._settings import UNSET, UnsetType
 from ._snapshot import Limits
 from ._state import STATE
@@ -308,7 +305,7 @@ def pin_capture(arguments: Mapping[str, object] | None) -> None:
 
 def _initialize(settings: Settings) -> None:
     """The one place that wires provider → pipeline → destinations."""
-    destinations = _destinations(settings)  # fails (bad path, missing extra) before anything changes
+    destinations = _destinations.build(settings)  # fails (bad path, missing extra) before anything changes
     try:
         provider = _provider_for(settings)
     except BaseException:
@@ -380,7 +377,7 @@ def _provider_for(settings: Settings) -> trace.TracerProvider:
     if not isinstance(current, trace.ProxyTracerProvider):
         # The application (or configure_logfire) installed a provider: add to it, override nothing.
         return _hook(current)
-    provider = TracerProvider(resource=_resource(settings), sampler=_DynamicSampler())
+    provider = TracerProvider(resource=_destinations.resource(settings), sampler=_DynamicSampler())
     provider.add_span_processor(_RT.switch)
     _RT.own_provider = provider
     _update_own_provider(settings)
@@ -419,115 +416,7 @@ def _update_own_provider(settings: Settings) -> None:
     sampler = provider.sampler
     if isinstance(sampler, _DynamicSampler):
         sampler.set_rate(settings.sample_rate)
-    replace_provider_resource(provider, _resource(settings))
-
-
-_INSTANCE_ID = uuid.uuid4().hex
-
-
-def _resource(settings: Settings) -> Resource:
-    return Resource.create(
-        {
-            "service.name": settings.service_name,
-            "service.instance.id": _INSTANCE_ID,
-            "process.pid": os.getpid(),
-        }
-    )
-
-
-REMOTE_QUEUE_WITH_STORE = 16_384
-"""Spans an OTLP destination queues at most when a local store is on (~50 MB at ~3 KB a span)."""
-
-
-def _destinations(settings: Settings) -> list[Destination]:
-    limits = settings.limits
-    options = settings.scrubbing
-    # The scrubber and the transform are loaded and built on the export thread, on first use:
-    # compiling the rule table takes ~15 ms that `configure()` need not wait for.
-    built: list[tuple[Callable[..., Any], Any]] = []
-    lock = threading.Lock()
-
-    def transform(span: Any) -> Any:
-        if not built:
-            with lock:
-                if not built:
-                    from ._transform import prepare_span
-                    from .scrubbing._engine import Scrubber
-
-                    built.append((prepare_span, Scrubber(options) if options is not None else None))
-        prepare, scrubber = built[0]
-        return prepare(span, scrubber, limits)
-
-    common: dict[str, Any] = {
-        "max_queue": settings.max_queue_size,
-        "interval": settings.flush_interval,
-        "synchronous": settings.synchronous,
-    }
-    out: list[Destination] = []
-    if settings.local is not None:
-        from .store import LocalStoreExporter
-
-        # strict=False: an unwritable folder is one warning and counted failures, not an exception
-        # in the application; the other destinations keep working.
-        store = LocalStoreExporter(
-            settings.local, strict=False, max_row_bytes=settings.max_row_bytes, retention=settings.retention
-        )
-        out.append(Destination("local", store, transform, **common))
-    if settings.otlp:
-        from .exporters.otlp import build_otlp_exporter, guard_otlp_exporter
-
-        exporter = guard_otlp_exporter(build_otlp_exporter(settings.otlp), settings.otlp)
-        if settings.local is not None:  # what the collector took live, `mastrace push` will not resend
-            from .exporters.otlp import AckRecorder, destination_key
-            from .store._replay import acked_path
-
-            writer = f"{socket.gethostname()}-{os.getpid()}"
-            key = destination_key(settings.otlp)
-            exporter = AckRecorder(exporter, acked_path(settings.local, key, writer), endpoint=key)
-        remote = dict(common)
-        if settings.local is not None:
-            # The store holds every span: a collector that hangs must not make the process hold
-            # hundreds of MB of them too. What does not fit is counted as dropped; `push` sends it.
-            remote["max_queue"] = min(settings.max_queue_size, REMOTE_QUEUE_WITH_STORE)
-        destination = Destination("otlp", exporter, transform, **remote)
-        destination.exit_budget = settings.otlp_exit_timeout
-        out.append(destination)
-    if settings.console:
-        from .exporters.console import ConsoleExporter
-
-        out.append(Destination("console", ConsoleExporter(), transform, **common))
-    for i, exporter in enumerate(settings.exporters):
-        out.append(Destination(f"{type(exporter).__name__}#{i}", exporter, transform, **common))
-    metrics = _metrics_destination(settings, common)
-    if metrics is not None:
-        out.append(metrics)
-    return out
-
-
-def _metrics_destination(settings: Settings, common: dict[str, Any]) -> Destination | None:
-    """The GenAI metrics, derived from LLM call spans on their own thread, when anything receives
-    them: the OTLP endpoint, Logfire, or a MeterProvider the application set (see `genai_metrics`)."""
-    from ._otel_private import meter_provider_is_set
-
-    providers: list[Any] = []
-    owned: list[Any] = []
-    if settings.otlp:
-        from .exporters.genai_metrics import build_otlp_meter_provider
-
-        owned.append(build_otlp_meter_provider(settings.otlp, _resource(settings)))
-    if settings.logfire or meter_provider_is_set():
-        from opentelemetry import metrics
-
-        providers.append(metrics.get_meter_provider())  # Logfire's once it is configured
-    if not providers and not owned:
-        return None
-    from .exporters.genai_metrics import GenAIMetricsExporter
-
-    exporter = GenAIMetricsExporter([*owned, *providers], owned, exit_budget=settings.otlp_exit_timeout)
-    destination = Destination("genai-metrics", exporter, **common)
-    destination.counted = False
-    destination.exit_budget = settings.otlp_exit_timeout
-    return destination
+    replace_provider_resource(provider, _destinations.resource(settings))
 
 
 def _continue_env_trace() -> None:
@@ -665,8 +554,7 @@ def _die_of_sigterm() -> None:
 
 def _after_fork_in_child() -> None:
     """A forked child keeps exporting: new worker threads, its own pid and instance id, a flush at exit."""
-    global _INSTANCE_ID
-    _INSTANCE_ID = uuid.uuid4().hex
+    _destinations.new_instance_id()
     _RT.lock = threading.RLock()
     pipeline = _RT.pipeline
     if pipeline is None:

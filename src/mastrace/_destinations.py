@@ -1,0 +1,137 @@
+"""The destinations `configure()` sends spans (and GenAI metrics) to, built from its settings: the
+local store, OTLP, the console, the application's own exporters, and the metrics derived from LLM
+call spans. Each gets the span transform (limits, then scrubbing) on its export thread."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry.sdk.resources import Resource
+
+from ._pipeline import Destination
+
+if TYPE_CHECKING:
+    from ._config import Settings
+
+__all__ = ["REMOTE_QUEUE_WITH_STORE", "build", "new_instance_id", "resource"]
+
+_INSTANCE_ID = uuid.uuid4().hex
+
+
+def new_instance_id() -> None:
+    """A forked child is a service instance of its own."""
+    global _INSTANCE_ID
+    _INSTANCE_ID = uuid.uuid4().hex
+
+
+def resource(settings: Settings) -> Resource:
+    """The resource of the spans and metrics `configure()` sets up."""
+    return Resource.create(
+        {
+            "service.name": settings.service_name,
+            "service.instance.id": _INSTANCE_ID,
+            "process.pid": os.getpid(),
+        }
+    )
+
+
+REMOTE_QUEUE_WITH_STORE = 16_384
+"""Spans an OTLP destination queues at most when a local store is on (~50 MB at ~3 KB a span)."""
+
+
+def build(settings: Settings) -> list[Destination]:
+    """Every destination the settings name, built (and failing on a bad path or a missing extra)
+    before `configure()` changes anything."""
+    limits = settings.limits
+    options = settings.scrubbing
+    # The scrubber and the transform are loaded and built on the export thread, on first use:
+    # compiling the rule table takes ~15 ms that `configure()` need not wait for.
+    built: list[tuple[Callable[..., Any], Any]] = []
+    lock = threading.Lock()
+
+    def transform(span: Any) -> Any:
+        if not built:
+            with lock:
+                if not built:
+                    from ._transform import prepare_span
+                    from .scrubbing._engine import Scrubber
+
+                    built.append((prepare_span, Scrubber(options) if options is not None else None))
+        prepare, scrubber = built[0]
+        return prepare(span, scrubber, limits)
+
+    common: dict[str, Any] = {
+        "max_queue": settings.max_queue_size,
+        "interval": settings.flush_interval,
+        "synchronous": settings.synchronous,
+    }
+    out: list[Destination] = []
+    if settings.local is not None:
+        from .store import LocalStoreExporter
+
+        # strict=False: an unwritable folder is one warning and counted failures, not an exception
+        # in the application; the other destinations keep working.
+        store = LocalStoreExporter(
+            settings.local, strict=False, max_row_bytes=settings.max_row_bytes, retention=settings.retention
+        )
+        out.append(Destination("local", store, transform, **common))
+    if settings.otlp:
+        from .exporters.otlp import build_otlp_exporter, guard_otlp_exporter
+
+        exporter = guard_otlp_exporter(build_otlp_exporter(settings.otlp), settings.otlp)
+        if settings.local is not None:  # what the collector took live, `mastrace push` will not resend
+            from .exporters.otlp import AckRecorder, destination_key
+            from .store._replay import acked_path
+
+            writer = f"{socket.gethostname()}-{os.getpid()}"
+            key = destination_key(settings.otlp)
+            exporter = AckRecorder(exporter, acked_path(settings.local, key, writer), endpoint=key)
+        remote = dict(common)
+        if settings.local is not None:
+            # The store holds every span: a collector that hangs must not make the process hold
+            # hundreds of MB of them too. What does not fit is counted as dropped; `push` sends it.
+            remote["max_queue"] = min(settings.max_queue_size, REMOTE_QUEUE_WITH_STORE)
+        destination = Destination("otlp", exporter, transform, **remote)
+        destination.exit_budget = settings.otlp_exit_timeout
+        out.append(destination)
+    if settings.console:
+        from .exporters.console import ConsoleExporter
+
+        out.append(Destination("console", ConsoleExporter(), transform, **common))
+    for i, exporter in enumerate(settings.exporters):
+        out.append(Destination(f"{type(exporter).__name__}#{i}", exporter, transform, **common))
+    metrics = _metrics_destination(settings, common)
+    if metrics is not None:
+        out.append(metrics)
+    return out
+
+
+def _metrics_destination(settings: Settings, common: dict[str, Any]) -> Destination | None:
+    """The GenAI metrics, derived from LLM call spans on their own thread, when anything receives
+    them: the OTLP endpoint, Logfire, or a MeterProvider the application set (see `genai_metrics`)."""
+    from ._otel_private import meter_provider_is_set
+
+    providers: list[Any] = []
+    owned: list[Any] = []
+    if settings.otlp:
+        from .exporters.genai_metrics import build_otlp_meter_provider
+
+        owned.append(build_otlp_meter_provider(settings.otlp, resource(settings)))
+    if settings.logfire or meter_provider_is_set():
+        from opentelemetry import metrics
+
+        providers.append(metrics.get_meter_provider())  # Logfire's once it is configured
+    if not providers and not owned:
+        return None
+    from .exporters.genai_metrics import GenAIMetricsExporter
+
+    exporter = GenAIMetricsExporter([*owned, *providers], owned, exit_budget=settings.otlp_exit_timeout)
+    destination = Destination("genai-metrics", exporter, **common)
+    destination.counted = False
+    destination.exit_budget = settings.otlp_exit_timeout
+    return destination
