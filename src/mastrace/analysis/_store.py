@@ -253,6 +253,10 @@ class TraceStore:
                 return StoreHealth(0, 0)
         return self._health
 
+    def health_found(self) -> StoreHealth | None:
+        """What `health()` says, when reading `records` already found it; None rather than a scan."""
+        return self._health
+
     def _checked(self, sql: str) -> None:
         """Make `records` show each span once before `sql` reads it (one scan, the first time)."""
         if self._health is None and _READS_RECORDS.search(sql):
