@@ -105,3 +105,50 @@ def test_a_process_that_is_not_a_multiprocessing_worker_is_left_alone(tmp_path: 
     )
     mastrace.shutdown()
     assert out.stdout.strip() == "False"
+
+
+NESTED = """
+import multiprocessing, os, sys
+sys.path.insert(0, sys.argv[2])
+import mastrace, worker
+
+if __name__ == "__main__":
+    ctx = multiprocessing.get_context(sys.argv[3])
+    for run, store in (("first", "store-a"), ("second", "store-b")):
+        mastrace.configure(local=os.path.join(sys.argv[1], store), service_name=run)
+        with mastrace.get_tracer().span("parent", attributes={"label": run}):
+            os.environ.update(mastrace.inject_env())
+            with ctx.Pool(1) as pool:
+                pool.map(worker.work, [run])
+        mastrace.shutdown()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_each_worker_follows_the_environment_its_parent_had_when_it_started(
+    tmp_path: Path, method: str
+) -> None:
+    """A worker nests under the span whose `inject_env()` was in the environment when it started, and
+    writes to the store configured then, also when the forkserver started under an earlier one."""
+    (tmp_path / "worker.py").write_text(textwrap.dedent(WORKER))
+    (tmp_path / "main.py").write_text(textwrap.dedent(NESTED))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MASTRACE_", "OTEL_"))}
+    proc = subprocess.run(
+        [sys.executable, str(tmp_path / "main.py"), str(tmp_path), str(tmp_path), method],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    for run, store in (("first", "store-a"), ("second", "store-b")):
+        rows = query(
+            "SELECT span_name, attributes->>'label' AS label, trace_id, span_id, parent_span_id, "
+            "service_name FROM records ORDER BY span_name",
+            tmp_path / store,
+        )
+        parent, task = rows
+        assert (parent["label"], task["label"], task["service_name"]) == (run, run, run)
+        assert (task["trace_id"], task["parent_span_id"]) == (parent["trace_id"], parent["span_id"])

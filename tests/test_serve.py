@@ -207,3 +207,23 @@ def test_a_span_of_control_characters_is_stored_under_the_row_bound(intake: Inta
     assert query("SELECT attributes->>'mastrace.truncated' AS t FROM records", intake.intake.store) == [
         {"t": "true"}
     ]
+
+
+def test_an_app_traced_by_mastrace_sends_to_serve_without_a_warning(
+    intake: IntakeServer, peer: str, instrumented_llms: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`configure(otlp=<serve>)` sends the GenAI metrics beside the spans: serve takes them (it keeps
+    spans only), so the application gets no "did not take the GenAI metrics" warning."""
+    import logging
+
+    import mastrace
+    from genai_peer import openai_tool_call
+
+    mastrace.configure(otlp=f"http://127.0.0.1:{intake.http_port}", local=False)
+    with caplog.at_level(logging.WARNING, logger="mastrace"):
+        openai_tool_call(peer)
+        result = mastrace.force_flush()
+        mastrace.shutdown()
+    assert result.failed == 0 and result.exported >= 1
+    assert [r["span_name"] for r in _rows(intake)] == ["llm.openai.chat"]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text

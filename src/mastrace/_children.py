@@ -8,8 +8,11 @@ mastrace from them. What cannot pass through the environment (extra exporter obj
 scrubbing options, a Logfire token given as an argument) is left out, with one warning that says
 to call `configure()` in the worker. `shutdown()` takes the settings out of the environment again.
 
-Spans of such a worker start traces of their own, unless the parent called `mastrace.inject_env()`
-before starting it (then they continue the parent's current span).
+Spans of such a worker start traces of their own, unless the parent put `mastrace.inject_env()` into
+its environment before starting it (then they continue that span). A `forkserver` worker is forked
+from a server that kept the environment of the first worker's start, so the settings and the
+`TRACEPARENT` a worker follows travel with its `Process` object instead (multiprocessing sends every
+worker its parent's process config), read from the environment when the worker starts.
 """
 
 from __future__ import annotations
@@ -39,6 +42,16 @@ _PLAIN: Final = (
     "otlp_exit_timeout",
     "max_row_bytes",
 )
+_AT_START: Final = (CHILD_SETTINGS_ENV, "TRACEPARENT", "TRACESTATE")
+_PROCESS_CONFIG_KEY: Final = "mastrace.environment"
+
+
+class _EnvironmentAtStart:
+    """In the parent's process config; pickled, when a worker starts, as what `_AT_START` names in the
+    parent's environment then (a plain dict: the worker needs nothing of mastrace to read it)."""
+
+    def __reduce__(self) -> tuple[type[dict[str, str]], tuple[dict[str, str]]]:
+        return dict, ({name: os.environ[name] for name in _AT_START if name in os.environ},)
 
 
 def child_settings(settings: Any) -> dict[str, Any]:
@@ -68,6 +81,11 @@ def publish(settings: Any) -> None:
     """Put `settings` in the environment that `spawn` and `forkserver` workers inherit."""
     try:
         os.environ[CHILD_SETTINGS_ENV] = json.dumps(child_settings(settings))
+        import multiprocessing.process
+
+        getattr(multiprocessing.process.current_process(), "_config", {})[_PROCESS_CONFIG_KEY] = (
+            _EnvironmentAtStart()
+        )
     except Exception as exc:  # a worker then traces nothing: never a reason to fail configure()
         log_internal_error("publishing settings for worker processes", exc)
 
@@ -80,9 +98,18 @@ def forget() -> None:
 def inherit() -> bool:
     """In a multiprocessing worker of a configured process, configure mastrace from the parent's
     settings (once); return whether it did. Called when a tracer finds mastrace unconfigured."""
-    text = os.environ.get(CHILD_SETTINGS_ENV)
     multiprocessing = sys.modules.get("multiprocessing")
-    if not text or multiprocessing is None or multiprocessing.parent_process() is None:
+    if multiprocessing is None or multiprocessing.parent_process() is None:
+        return False
+    started = getattr(multiprocessing.current_process(), "_config", {}).get(_PROCESS_CONFIG_KEY)
+    if isinstance(started, dict):  # sent with the worker's Process object: newer than a forkserver's
+        for name in _AT_START:
+            if isinstance(started.get(name), str):
+                os.environ[name] = started[name]
+            else:
+                os.environ.pop(name, None)
+    text = os.environ.get(CHILD_SETTINGS_ENV)
+    if not text:
         return False
     try:
         arguments = json.loads(text)

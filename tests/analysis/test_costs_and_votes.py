@@ -126,3 +126,34 @@ def test_diff_and_runs_carry_the_cost_as_printed(writer: TraceWriter, tmp_path: 
         and data["total"]["cost_text_delta"] == "—"
     )
     assert runs == {known: "$0.00018", unknown: "— (no price for house-model)"}
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # the anthropic SDK dates its models
+def test_llm_calls_priced_without_agent_spans_cost_what_they_cost(
+    tmp_path: Path, peer: str, instrumented_llms: None
+) -> None:
+    """A program of plain SDK calls (no agent spans) priced by genai-prices: `runs` and the report
+    total the calls' prices instead of showing no cost at all."""
+    import mastrace
+    from genai_peer import anthropic_client
+    from mastrace.store import query
+
+    mastrace.configure(local=tmp_path / "store", synchronous=True)
+    with mastrace.get_tracer().span("my.app.run"):
+        for _ in range(3):
+            anthropic_client(peer).messages.create(
+                model="claude-sonnet-4-5", max_tokens=64, messages=[{"role": "user", "content": "hi"}]
+            )
+    mastrace.shutdown()
+    priced = query(
+        "SELECT sum((attributes->'mastrace.usage'->>'cost')::DOUBLE) AS cost FROM records "
+        "WHERE attributes->>'mastrace.cost.source' = 'genai-prices'",
+        tmp_path / "store",
+    )[0]["cost"]
+    assert priced > 0
+    with TraceStore(tmp_path / "store") as store:
+        (run,) = store.runs()
+        report = build_report(store, run.trace_id)
+    assert run.cost == pytest.approx(priced) and run.cost_text == format_cost(priced)
+    assert report.overview.total_cost == pytest.approx(priced)
+    assert sum(row.cost or 0 for row in report.usage) == pytest.approx(priced)

@@ -18,6 +18,7 @@ import pytest
 from live_server import running
 from mastrace.serve import start_intake
 from mastrace.serve._query_api import query_routes
+from mastrace.store import segment_files
 
 from .conftest import MASTRACE, Runner, clean_env, make_runner
 
@@ -205,3 +206,30 @@ def test_a_redirecting_or_broken_source_is_one_line_and_keeps_the_token() -> Non
     assert moved.returncode == 2 and moved.stderr.count("\n") == 1 and f"redirects to {other}" in moved.stderr
     assert failed.returncode == 2 and failed.stderr.count("\n") == 1 and "answered 502" in failed.stderr
     assert seen == []
+
+
+def test_a_source_says_what_its_store_skipped_and_showed_once(
+    run: Runner, demo_store: Path, tmp_path: Path
+) -> None:
+    """Over a served store holding a line over 16 MiB and every span twice, `--source` answers as
+    `--store` does and says on stderr, as `--store` does, what the source left out and showed once."""
+    from .test_unreadable_lines import append_line
+
+    store = tmp_path / "hostile"
+    shutil.copytree(demo_store, store)
+    for segment in segment_files(store):
+        shutil.copy(segment, segment.with_name("copy-" + segment.name))
+    first = json.loads(segment_files(store)[0].read_text().splitlines()[0])
+    append_line(segment_files(store)[0], first, 20 << 20)
+    server = start_intake(store, http_port=0, grpc_port=None)
+    try:
+        for args in (("runs",), ("analyze", "latest", "-o", "-"), ("query", "SELECT count(*) FROM records")):
+            local = run(*args, "--store", str(store))
+            remote = run(*args, "--source", f"http://127.0.0.1:{server.http_port}")
+            assert local.returncode == remote.returncode == 0, remote.stderr
+            assert _without_generated(remote.stdout) == _without_generated(local.stdout)
+            assert "skipped 1 malformed row(s)" in local.stderr
+            assert "extra copy(ies) of spans stored more than once" in local.stderr
+            assert remote.stderr == local.stderr.replace(str(store), f"http://127.0.0.1:{server.http_port}")
+    finally:
+        server.stop()

@@ -59,3 +59,15 @@ def test_a_runaway_query_is_a_tool_error_at_the_time_limit(tmp_path: Path) -> No
     with pytest.raises(StoreError, match="time limit of 1 s"):
         tools.arbitrary_query("SELECT sum(range % 7) FROM range(9223372036854775807)")
     assert tools.arbitrary_query("SELECT 1 AS one") == '[{"one": 1}]'
+
+
+def test_list_runs_marks_what_latest_and_previous_pick(tmp_path: Path) -> None:
+    """The runs list a model reads marks the runs `latest` and `previous` pick, as `mastrace runs` does."""
+    store = write_store(tmp_path / "store")
+    tools = Tools(store.path)
+    rows = {
+        line.split("│")[0].strip(): line.split("│")[1].strip()
+        for line in tools.list_runs(10).splitlines()[2:]
+    }
+    assert rows[tools.trace_tree("latest").split()[1]] == "latest"
+    assert rows[tools.trace_tree("previous").split()[1]] == "previous"

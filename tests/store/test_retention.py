@@ -145,3 +145,32 @@ def test_a_store_folder_removed_under_a_running_process_is_noticed(
     assert (result.exported, result.failed) == (600, 0)
     assert query("SELECT count(*) AS n FROM records", store) == [{"n": 500}]
     assert len([r for r in caplog.records if "was removed or replaced" in r.getMessage()]) == 1
+
+
+def test_a_segment_a_running_writer_holds_is_never_removed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A writer idle for an hour (a worker waiting on a model) keeps its segment through another
+    writer's retention and `prune`: the spans of the run still going are not removed, and its next
+    spans land beside them without a warning."""
+    idle = LocalStoreExporter(tmp_path)
+    idle.export(spans(3, base=5000))
+    held = idle.segment
+    assert held is not None
+    hour_ago = time.time() - 3600
+    os.utime(held, (hour_ago, hour_ago))
+    busy = LocalStoreExporter(tmp_path, max_segment_bytes=1, retention=parse_retention("1KB"))
+    for n in range(3):
+        busy.export(spans(2, base=7000 + 100 * n))
+    result = prune(tmp_path, Retention(older_than=60.0, max_bytes=1))
+    busy.shutdown()
+    assert held.exists() and held not in result.removed and result.active >= 1
+    with caplog.at_level(logging.WARNING, logger="mastrace"):
+        idle.export(spans(2, base=9000))
+    idle.shutdown()
+    assert not [r for r in caplog.records if "removed or replaced" in r.getMessage()]
+    found = query("SELECT trace_id, count(*) AS n FROM records GROUP BY 1 ORDER BY 1", tmp_path)
+    assert [(r["trace_id"], r["n"]) for r in found if r["trace_id"] in (f"{5000:032x}", f"{9000:032x}")] == [
+        (f"{5000:032x}", 3),
+        (f"{9000:032x}", 2),
+    ]

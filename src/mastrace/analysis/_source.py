@@ -19,6 +19,7 @@ error is one line.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import importlib
 import importlib.util
@@ -135,6 +136,9 @@ class QueryAPIClient:
         self.url, self.token, self.timeout, self.retries = url, token, timeout, retries
         self.page_rows = page_rows
         self._opener = urllib.request.build_opener(_NoRedirect)
+        # What a mastrace serve's store left out or showed once, as its answers say (the most said;
+        # None until one said it: answers that do not read `records` do not).
+        self.health: StoreHealth | None = None
 
     def close(self) -> None:
         """Nothing to release: each query is one HTTP request."""
@@ -156,6 +160,12 @@ class QueryAPIClient:
             time.sleep(_retry_after(headers.get("retry-after")))
         if status != 200:
             raise QueryRefused(self._message(status, content, headers), status)
+        if headers.get("x-mastrace-skipped-rows") is not None:
+            said = StoreHealth(
+                _count(headers.get("x-mastrace-skipped-rows")),
+                _count(headers.get("x-mastrace-duplicate-spans")),
+            )
+            self.health = said if self.health is None else StoreHealth(*map(max, self.health, said))
         try:
             with pyarrow.ipc.open_stream(content) as reader:
                 return reader.read_all()
@@ -259,6 +269,11 @@ def _one_line(text: str, limit: int = 500) -> str:
     return line if len(line) <= limit else line[:limit] + "…"
 
 
+def _count(value: str | None) -> int:
+    """A count a source said in a header; 0 when it said none or nonsense."""
+    return int(value) if value and value.isdigit() and len(value) < 19 else 0
+
+
 def _retry_after(value: str | None) -> float:
     try:
         return min(_MAX_WAIT, max(0.0, float(value or 1)))
@@ -309,7 +324,7 @@ class SourceStore(TraceStore):
         # stored twice reaches its answers, and it applies its own limits.
         self.limits = None
         self.truncated = False
-        self._health = StoreHealth(0, 0)
+        self._health = StoreHealth(0, 0)  # the local scan for malformed lines and copies never runs
 
     @property
     def where(self) -> str:
@@ -322,8 +337,15 @@ class SourceStore(TraceStore):
         self.con.close()
         self.client.close()
 
-    def skipped_rows(self) -> int:
-        return 0  # the source reads its own storage; nothing malformed reaches the answers
+    def health(self) -> StoreHealth:
+        """What the source's store left out as malformed or showed once, as far as its answers said
+        (a mastrace serve says it; Logfire does not). Asks once when no answer has said it yet, as
+        a local store scans for it once."""
+        if self.client.health is None:
+            # What could not be asked is not reported; the command's answer stands.
+            with contextlib.suppress(StoreError):
+                self.client.arrow("SELECT 1 AS one FROM records WHERE false", 1)
+        return self.client.health or StoreHealth(0, 0)
 
     def ensure_not_empty(self) -> None:
         if self.client.table("SELECT 1 AS one FROM records LIMIT 1", "one") is None:

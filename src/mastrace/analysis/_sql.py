@@ -90,10 +90,12 @@ _LLM_KEYS = (
     semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
     semconv.MASSGEN_USAGE_COST,
 )
+# An LLM span's price (instrumented SDK calls keep it in `mastrace.usage`, not under `massgen.*`).
+_LLM_PRICE_PATH: Final = f"'$.\"{semconv.MASTRACE_USAGE}\".cost'"
 
 
-def _paths(keys: tuple[str, ...] | list[str]) -> str:
-    return "[" + ", ".join(f"'$.\"{key}\"'" for key in keys) + "]"
+def _paths(keys: tuple[str, ...] | list[str], *extra: str) -> str:
+    return "[" + ", ".join([*(f"'$.\"{key}\"'" for key in keys), *extra]) + "]"
 
 
 def _attribute_type(column: str) -> str:
@@ -415,7 +417,8 @@ GROUP BY 1
 
 LLM_USAGE_SQL: Final = f"""
 WITH llm AS (
-    SELECT {_hex_id("span_id")} AS sid, duration, json_extract_string(attributes, {_paths(_LLM_KEYS)}) AS a
+    SELECT {_hex_id("span_id")} AS sid, duration,
+           json_extract_string(attributes, {_paths(_LLM_KEYS, _LLM_PRICE_PATH)}) AS a
     FROM records WHERE trace_id = ? AND span_name LIKE '{semconv.SPAN_LLM_PREFIX}%'
 )
 SELECT coalesce(l.a[1], l.a[2], o.owner_agent) AS agent, count(*) AS spans, sum(l.duration) AS time,
@@ -423,7 +426,7 @@ SELECT coalesce(l.a[1], l.a[2], o.owner_agent) AS agent, count(*) AS spans, sum(
        sum(TRY_CAST(coalesce(l.a[5], l.a[6]) AS DOUBLE)) AS output,
        sum(TRY_CAST(coalesce(l.a[7], l.a[8]) AS DOUBLE)) AS reasoning,
        sum(TRY_CAST(coalesce(l.a[9], l.a[10]) AS DOUBLE)) AS cached,
-       sum(TRY_CAST(l.a[11] AS DOUBLE)) AS cost
+       sum(TRY_CAST(coalesce(l.a[11], l.a[12]) AS DOUBLE)) AS cost
 FROM llm l LEFT JOIN mt_owner o ON o.sid = l.sid
 GROUP BY 1 ORDER BY 1
 """

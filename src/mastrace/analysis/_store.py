@@ -72,7 +72,8 @@ _ROOT_KEY = (
 
 
 def _usage_sum(massgen_key: str, gen_ai_key: str) -> str:
-    # Round spans carry their own usage; LLM spans are the fallback when no round span has any.
+    # Round spans carry their own usage; LLM spans are the fallback when no round span has any (the
+    # cost too: an LLM span's price is in its `mastrace.usage`, see _RUNS_SQL).
     return (
         f"coalesce(sum(TRY_CAST(attributes->>'{massgen_key}' AS DOUBLE)) FILTER (WHERE {AGENT_SPAN_SQL}), "
         f"sum(TRY_CAST(attributes->>'{gen_ai_key}' AS DOUBLE)) "
@@ -105,8 +106,10 @@ SELECT trace_id,
        count(*) FILTER (WHERE otel_status_code = 'ERROR' OR is_exception) AS errors,
        {_usage_sum(semconv.MASSGEN_USAGE_INPUT, semconv.GEN_AI_USAGE_INPUT_TOKENS)} AS input_tokens,
        {_usage_sum(semconv.MASSGEN_USAGE_OUTPUT, semconv.GEN_AI_USAGE_OUTPUT_TOKENS)} AS output_tokens,
-       sum(TRY_CAST(attributes->>'{semconv.MASSGEN_USAGE_COST}' AS DOUBLE))
-           FILTER (WHERE {AGENT_SPAN_SQL}) AS cost,
+       coalesce(sum(TRY_CAST(attributes->>'{semconv.MASSGEN_USAGE_COST}' AS DOUBLE))
+                    FILTER (WHERE {AGENT_SPAN_SQL}),
+                sum(TRY_CAST(attributes->'{semconv.MASTRACE_USAGE}'->>'cost' AS DOUBLE))
+                    FILTER (WHERE span_name LIKE '{semconv.SPAN_LLM_PREFIX}%')) AS cost,
        bool_or(span_name = '{semconv.SPAN_COORDINATION_SESSION}' AND parent_span_id IS NULL) AS is_session,
        list(DISTINCT attributes->>'{semconv.MASTRACE_COST_UNKNOWN_MODELS}')
            FILTER (WHERE attributes->>'{semconv.MASTRACE_COST_UNKNOWN}' = 'true'
@@ -251,6 +254,10 @@ class TraceStore:
                 self._health = check_store(self.con, self.paths)
             except duckdb.Error:
                 return StoreHealth(0, 0)
+        return self._health
+
+    def health_found(self) -> StoreHealth | None:
+        """What `health()` says, when reading `records` already found it; None rather than a scan."""
         return self._health
 
     def _checked(self, sql: str) -> None:

@@ -44,6 +44,7 @@ def open_source(args: argparse.Namespace) -> Iterator[SourceStore]:
     token = source_token()
     with SourceStore(source_url(args.source, token), token) as remote:
         yield remote
+        say_health(remote)
 
 
 @contextmanager
@@ -57,13 +58,19 @@ def open_store(
     fields, lines too long to read) and extra copies of spans stored more than once (shown once)
     are counted, and the counts are said on stderr: never a traceback, never in silence.
     """
+    store: TraceStore
     if getattr(args, "source", None) is not None:
-        with open_source(args) as remote:
-            yield remote
-        return
-    with TraceStore(args.store, sandbox=sandbox, limits=limits) as store:
-        yield store
-        health = store.health()
+        with open_source(args) as store:
+            yield store
+    else:
+        with TraceStore(args.store, sandbox=sandbox, limits=limits) as store:
+            yield store
+            say_health(store)
+
+
+def say_health(store: TraceStore) -> None:
+    """Say on stderr what the store's views left out as malformed or showed once."""
+    health = store.health()
     if health.skipped:
         print(
             escape_control(f"mastrace: skipped {health.skipped} malformed row(s) in {store.where}"),

@@ -257,7 +257,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="remove the store's oldest segments: older than an age, or while over a size",
         description="Remove whole segments of the store (with their roots and skeleton files), oldest "
         "first: those last written more than --older-than ago, then the oldest while the store is over "
-        "--max-size. A segment written in the last minute is never removed. configure(retention=...) "
+        "--max-size. A segment written in the last minute, or held open by a running writer, is never "
+        "removed. configure(retention=...) "
         "does the same automatically each time a writer starts a new segment.",
     )
     prune.add_argument("--older-than", metavar="AGE", help="remove segments older than AGE: 90m, 12h, 7d, 2w")

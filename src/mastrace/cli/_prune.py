@@ -34,7 +34,8 @@ def cmd_prune(args: argparse.Namespace, out: TextIO) -> int:
         result = prune(store, retention, dry_run=args.dry_run)
         verb = "would remove" if args.dry_run else "removed"
         active = (
-            f", {result.active} of them written in the last {ACTIVE_SECONDS:g} s (never removed)"
+            f", {result.active} of them written in the last {ACTIVE_SECONDS:g} s or held by a running writer "
+            "(never removed)"
             if result.active
             else ""
         )

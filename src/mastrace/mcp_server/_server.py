@@ -93,7 +93,8 @@ def build_server(stores: StorePaths = None, *, serve_url: str = DEFAULT_SERVE_UR
 
     @server.tool(annotations=read_only)
     def list_runs(limit: RunCount = 20) -> str:
-        """The newest runs (traces): root span, start, duration, span and error counts, tokens, cost."""
+        """The newest runs (traces): root span, start, duration, span and error counts, tokens, cost; `ref`
+        marks the runs `latest` and `previous` pick."""
         return answer(tools.list_runs, limit)
 
     @server.tool(annotations=read_only)

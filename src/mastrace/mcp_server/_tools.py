@@ -220,11 +220,13 @@ class Tools:
         return f"{self.serve_url}/runs/{resolved}"
 
     def list_runs(self, limit: int = 20) -> str:
-        """The newest runs: root span, start, duration, spans, errors, tokens, cost."""
+        """The newest runs: root span, start, duration, spans, errors, tokens, cost; `ref` marks the runs
+        `latest` and `previous` pick (the newest coordination sessions, not always the first rows)."""
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 500:
             raise StoreError("limit is a number of runs from 1 to 500")
         with self._store() as store:
-            return bounded_text(render_runs(store.runs(limit=limit)))
+            runs = store.runs(limit=limit)
+            return bounded_text(render_runs(runs, marks=store.aliases(runs, limit)))
 
     def trace_tree(self, trace_id: str = "latest", max_spans: int = MAX_TREE_SPANS) -> str:
         """A trace's span hierarchy with durations and key attributes."""

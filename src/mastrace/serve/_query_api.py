@@ -37,6 +37,7 @@ __all__ = [
     "DEFAULT_LIMIT",
     "QUERY_SECONDS",
     "QueryRequest",
+    "health_headers",
     "host_is_loopback",
     "parse_query_request",
     "query_routes",
@@ -302,10 +303,16 @@ async def _read_body(request: Any, limit: int) -> bytes:
     return b"".join(parts)
 
 
+def health_headers(skipped: int, duplicates: int) -> dict[str, str]:
+    """What a store's views left out or showed once, said on every answer read from it."""
+    return {"X-Mastrace-Skipped-Rows": str(skipped), "X-Mastrace-Duplicate-Spans": str(duplicates)}
+
+
 def _start(
     store: Path, request: QueryRequest, seconds: float | None = None
-) -> tuple[Iterator[bytes], bytes, Callable[[], None]]:
-    """Run the statement (in a worker thread): the answer's chunks, its first chunk, and a closer.
+) -> tuple[Iterator[bytes], bytes, Callable[[], None], dict[str, str]]:
+    """Run the statement (in a worker thread): the answer's chunks, its first chunk, a closer, and
+    the headers counting what `records` left out or showed once (none when it was not read).
     The statement is stopped `seconds` after it started, whether it is still running or answering.
 
     Raises:
@@ -338,6 +345,7 @@ def _start(
         else:
             chunks = csv_body(relation) if request.media == CSV_MEDIA else arrow_body(relation)
         first = next(chunks)
+        health = traces.health_found()
     except StoreError as exc:
         close()
         raise QueryProblem(400, str(exc).removeprefix("query failed: ")) from None
@@ -350,7 +358,7 @@ def _start(
     except BaseException:
         close()
         raise
-    return chunks, first, close
+    return chunks, first, close, {} if health is None else health_headers(*health)
 
 
 def query_routes(
@@ -405,13 +413,15 @@ def query_routes(
             if not slots.take():
                 raise QueryProblem(429, "every query slot is busy: retry in a second", retry_after=1)
             try:
-                chunks, first, close = await anyio.to_thread.run_sync(_start, store, parsed, max_seconds)
+                chunks, first, close, counted = await anyio.to_thread.run_sync(
+                    _start, store, parsed, max_seconds
+                )
             except BaseException:
                 slots.give()
                 raise
         except QueryProblem as problem:
             return _problem_response(problem, accept)
-        return StreamingResponse(stream(first, chunks, close), media_type=parsed.media)
+        return StreamingResponse(stream(first, chunks, close), media_type=parsed.media, headers=counted)
 
     async def token_info(request: Request) -> Response:
         if not allowed(request):

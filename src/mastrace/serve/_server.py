@@ -63,7 +63,11 @@ def _status_body(status: int, message: str, media: str) -> tuple[bytes, str]:
     return message.encode(), "text/plain; charset=utf-8"
 
 
+_METRICS_PATH: Final = "/v1/metrics"
+
+
 def _http_app(intake: Intake, options: ServeOptions, budget: Budget, intake_pool: Any, ui_pool: Any) -> Any:
+    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceResponse
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
     from starlette.applications import Starlette
     from starlette.requests import Request
@@ -111,6 +115,11 @@ def _http_app(intake: Intake, options: ServeOptions, budget: Budget, intake_pool
             if exc.drain:
                 await drain(request.receive, options.body_idle_timeout)
             return refuse(exc.status, str(exc), media)
+        if request.url.path == _METRICS_PATH:
+            # Metrics sent beside the spans (mastrace's GenAI histograms, any SDK's) are taken and
+            # dropped: the store keeps spans only, and the spans hold the same numbers.
+            body.release()
+            return _ok(ExportMetricsServiceResponse(), media)
         try:
             loop = asyncio.get_running_loop()
             rejected, reason = await loop.run_in_executor(intake_pool, process, body.data, media)
@@ -122,6 +131,9 @@ def _http_app(intake: Intake, options: ServeOptions, budget: Budget, intake_pool
         if rejected:
             reply.partial_success.rejected_spans = rejected
             reply.partial_success.error_message = reason
+        return _ok(reply, media)
+
+    def _ok(reply: Any, media: str) -> Response:
         if media == "application/json":
             from google.protobuf import json_format
 
@@ -134,6 +146,7 @@ def _http_app(intake: Intake, options: ServeOptions, budget: Budget, intake_pool
     app = Starlette(
         routes=[
             Route("/v1/traces", traces, methods=["POST"]),
+            Route(_METRICS_PATH, traces, methods=["POST"]),
             Route("/health", health),
             *ui_routes(intake.store, ui_pool),
             *query_routes(intake.store, token=options.token),

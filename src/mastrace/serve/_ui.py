@@ -25,6 +25,8 @@ from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any
 
+from ._query_api import health_headers
+
 __all__ = ["ui_routes"]
 
 _RUNS_SEARCH_SQL = """
@@ -110,11 +112,7 @@ def ui_routes(store: Path, pool: Executor | None = None) -> list[Any]:
 
     def counted(traces: TraceStore) -> dict[str, str]:
         """What the store's views left out or showed once, said on every answer read from it."""
-        health = traces.health()
-        return {
-            "X-Mastrace-Skipped-Rows": str(health.skipped),
-            "X-Mastrace-Duplicate-Spans": str(health.duplicates),
-        }
+        return health_headers(*traces.health())
 
     def read_runs(text: str, errors: bool) -> tuple[list[dict[str, Any]], dict[str, str]]:
         if not (store / "segments").is_dir():

@@ -4,7 +4,9 @@ A span takes about 1 KB in the store, so a service tracing 200 spans a second wr
 `prune()` removes whole segments (with their roots and skeleton files), oldest first: those last
 written more than `older_than` ago, then, while the store is over `max_bytes`, the oldest of the
 rest. A segment written in the last minute is never removed (a writer may still be appending to
-it). `mastrace prune` runs it by hand; the writer runs it whenever it starts a new segment when
+it), nor one a running writer holds open however long it has been idle (a worker waiting on a model):
+writers take a shared `flock` on their segment, and a segment is removed only when an exclusive one
+can be had. `mastrace prune` runs it by hand; the writer runs it whenever it starts a new segment when
 `configure(retention=...)` asks for it.
 """
 
@@ -14,6 +16,7 @@ import contextlib
 import json
 import os
 import re
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,6 +117,35 @@ class _Segment:
     mtime: float
 
 
+def hold(fd: int) -> None:
+    """Mark the segment open on `fd` as in use by a running writer (released when the writer closes
+    it or exits); where locks are not supported, the last-minute rule alone protects it."""
+    if sys.platform != "win32":
+        import fcntl
+
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+
+
+def _held(path: Path) -> bool:
+    """Whether a running writer holds the segment at `path` open (see `hold`)."""
+    if sys.platform == "win32":
+        return False
+    import fcntl
+
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
 def _segments(store: Path) -> list[_Segment]:
     out: list[_Segment] = []
     folder = store / SEGMENTS_DIR
@@ -163,6 +195,8 @@ def prune(
         active = segment.path.name in keep or now - segment.mtime < ACTIVE_SECONDS
         too_old = retention.older_than is not None and now - segment.mtime > retention.older_than
         too_big = retention.max_bytes is not None and total > retention.max_bytes
+        if not active and (too_old or too_big) and _held(segment.path):
+            active = True
         if active:
             result.active += 1
         if active or not (too_old or too_big):

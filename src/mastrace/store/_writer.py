@@ -46,7 +46,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from .._errors import warn_once
 from ..exceptions import ConfigError, StoreError
 from ._bound import DEFAULT_MAX_ROW_BYTES, check_max_row_bytes
-from ._retention import Retention, prune
+from ._retention import Retention, hold, prune
 from ._rows import EncodedBatch, RowEncoder
 from ._schema import (
     ROOTS_DIR,
@@ -306,6 +306,7 @@ class LocalStoreExporter(SpanExporter):
             self._drop_roots()
             self._drop_skeleton()
             raise
+        hold(self._fd)  # `prune` (another process's retention, `mastrace prune`) leaves it alone
         self._fd_pid = pid
         self._segment = segment
         self._size = 0
