@@ -157,3 +157,25 @@ def test_llm_calls_priced_without_agent_spans_cost_what_they_cost(
     assert run.cost == pytest.approx(priced) and run.cost_text == format_cost(priced)
     assert report.overview.total_cost == pytest.approx(priced)
     assert sum(row.cost or 0 for row in report.usage) == pytest.approx(priced)
+
+
+@pytest.mark.parametrize("order", [(0.1, 0.2, 0.3), (0.3, 0.2, 0.1), (0.2, 0.3, 0.1)])
+def test_a_cost_total_does_not_depend_on_the_order_spans_are_read(
+    tmp_path: Path, order: tuple[float, float, float]
+) -> None:
+    """Floating-point costs summed in another order (another DuckDB version, thread or page size)
+    give the same total (to 1e-12 USD), in `runs`, the report and its per-agent rows."""
+    import math
+
+    w = TraceWriter(tmp_path / "store")
+    w.span("session", "coordination.session", 0, 10_000, **{"massgen.task": "t"})
+    for i, cost in enumerate(order):
+        attrs = {**agent("agent_a", i, "initial_answer"), **usage(10, 1, 0, cost)}
+        w.span(f"a{i}", f"agent.agent_a.round_{i}", 100 + i * 1_000, 900 + i * 1_000, "session", **attrs)
+    with TraceStore(tmp_path / "store") as store:
+        (run,) = store.runs()
+        report = build_report(store, run.trace_id)
+    exact = round(math.fsum(order), 12)  # 0.6; summed left to right, (0.1 + 0.2) + 0.3 is 0.6000000000000001
+    assert run.cost == exact
+    assert report.overview.total_cost == exact
+    assert [row.cost for row in report.usage] == [exact]

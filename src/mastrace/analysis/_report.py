@@ -9,6 +9,7 @@ by agent. It states what agents produced and never judges whether an answer is r
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -212,9 +213,14 @@ def _error_kind(row: dict[str, Any]) -> str:
     return "failed tool call" if row["is_tool"] else "error status"
 
 
+# Cost totals are rounded to 1e-12 USD, as the SQL rounds them: a float sum's last bits depend on the
+# order its terms are added in, which another DuckDB version, thread or page size changes.
+_COST_DIGITS = 12
+
+
 def _sum(values: list[float | None]) -> float | None:
     present = [v for v in values if v is not None]
-    return sum(present) if present else None
+    return round(math.fsum(present), _COST_DIGITS) if present else None
 
 
 def _listed(store: TraceStore, sql: str, limit: int, make: Callable[[dict[str, Any]], T]) -> list[T]:

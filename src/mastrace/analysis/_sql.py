@@ -398,7 +398,7 @@ LIMIT ?
 
 _USAGE_COLUMNS = """
        sum({p}in) AS input, sum({p}out) AS output, sum({p}reason) AS reasoning,
-       sum({p}cached) AS cached, sum(m_cost) AS cost"""
+       sum({p}cached) AS cached, round(fsum(m_cost), 12) AS cost"""
 
 ROUND_USAGE_SQL: Final = f"""
 SELECT agent_id AS agent, count(*) AS spans, sum(duration) AS time,{_USAGE_COLUMNS.format(p="m_")}
@@ -426,7 +426,7 @@ SELECT coalesce(l.a[1], l.a[2], o.owner_agent) AS agent, count(*) AS spans, sum(
        sum(TRY_CAST(coalesce(l.a[5], l.a[6]) AS DOUBLE)) AS output,
        sum(TRY_CAST(coalesce(l.a[7], l.a[8]) AS DOUBLE)) AS reasoning,
        sum(TRY_CAST(coalesce(l.a[9], l.a[10]) AS DOUBLE)) AS cached,
-       sum(TRY_CAST(coalesce(l.a[11], l.a[12]) AS DOUBLE)) AS cost
+       round(fsum(TRY_CAST(coalesce(l.a[11], l.a[12]) AS DOUBLE)), 12) AS cost
 FROM llm l LEFT JOIN mt_owner o ON o.sid = l.sid
 GROUP BY 1 ORDER BY 1
 """

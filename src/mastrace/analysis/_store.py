@@ -106,10 +106,10 @@ SELECT trace_id,
        count(*) FILTER (WHERE otel_status_code = 'ERROR' OR is_exception) AS errors,
        {_usage_sum(semconv.MASSGEN_USAGE_INPUT, semconv.GEN_AI_USAGE_INPUT_TOKENS)} AS input_tokens,
        {_usage_sum(semconv.MASSGEN_USAGE_OUTPUT, semconv.GEN_AI_USAGE_OUTPUT_TOKENS)} AS output_tokens,
-       coalesce(sum(TRY_CAST(attributes->>'{semconv.MASSGEN_USAGE_COST}' AS DOUBLE))
+       round(coalesce(fsum(TRY_CAST(attributes->>'{semconv.MASSGEN_USAGE_COST}' AS DOUBLE))
                     FILTER (WHERE {AGENT_SPAN_SQL}),
-                sum(TRY_CAST(attributes->'{semconv.MASTRACE_USAGE}'->>'cost' AS DOUBLE))
-                    FILTER (WHERE span_name LIKE '{semconv.SPAN_LLM_PREFIX}%')) AS cost,
+                fsum(TRY_CAST(attributes->'{semconv.MASTRACE_USAGE}'->>'cost' AS DOUBLE))
+                    FILTER (WHERE span_name LIKE '{semconv.SPAN_LLM_PREFIX}%')), 12) AS cost,
        bool_or(span_name = '{semconv.SPAN_COORDINATION_SESSION}' AND parent_span_id IS NULL) AS is_session,
        list(DISTINCT attributes->>'{semconv.MASTRACE_COST_UNKNOWN_MODELS}')
            FILTER (WHERE attributes->>'{semconv.MASTRACE_COST_UNKNOWN}' = 'true'
