@@ -381,11 +381,6 @@ def test_an_app_logfire_configure_after_mastrace_keeps_both_receiving(tmp_path: 
     assert "later" in {s.name for s in app_spans.get_finished_spans()}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Logfire's scrubber lists gen_ai.input/output.messages, system_instructions and tool.definitions "
-    "as safe keys and never hands them to mastrace's policy; the local store and OTLP scrub them",
-)
 def test_logfire_receives_captured_messages_scrubbed(
     fake_logfire: FakeLogfire, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -409,3 +404,45 @@ def test_logfire_receives_captured_messages_scrubbed(
     assert logfire.force_flush(timeout_millis=10_000)
     requests = fake_logfire.trace_requests()
     assert requests and all(SECRET.encode() not in req.SerializeToString() for _, req in requests)
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "gen_ai.output.messages",
+        "gen_ai.system_instructions",
+        "gen_ai.tool.definitions",
+        "gen_ai.input.messages",
+    ],
+)
+def test_every_key_logfire_deems_safe_is_scrubbed_for_logfire(
+    fake_logfire: FakeLogfire, monkeypatch: pytest.MonkeyPatch, key: str
+) -> None:
+    """Content under each key Logfire's scrubber skips, and an exception message on an event, reach
+    Logfire scrubbed, while token counts and text without a secret arrive as recorded."""
+    monkeypatch.setenv("LOGFIRE_BASE_URL", fake_logfire.url)
+    mastrace.configure(logfire=FAKE_TOKEN, local=False)
+    content = json.dumps([{"type": "text", "content": f"use the key {SECRET} for the weather tool"}])
+    with mastrace.get_tracer().span("llm.openai.chat") as span:
+        span.set_attribute(key, content)
+        span.set_attribute("gen_ai.usage.input_tokens", 123)
+        span.set_attribute("gen_ai.request.model", "gpt-4o-mini")
+        span.add_event(
+            "exception", {"exception.message": f"401: bad key {SECRET}", "exception.type": "AuthError"}
+        )
+    assert logfire.force_flush(timeout_millis=10_000)
+    sent = [span for _, req in fake_logfire.trace_requests() for span in _spans_of(req)]
+    (chat,) = [s for s in sent if s.name == "llm.openai.chat"]
+    attributes = {a.key: a.value for a in chat.attributes}
+    assert (
+        SECRET not in attributes[key].string_value and "for the weather tool" in attributes[key].string_value
+    )
+    assert attributes["gen_ai.usage.input_tokens"].int_value == 123
+    assert attributes["gen_ai.request.model"].string_value == "gpt-4o-mini"
+    (event,) = [e for e in chat.events if e.name == "exception"]
+    message = {a.key: a.value.string_value for a in event.attributes}["exception.message"]
+    assert SECRET not in message and message.startswith("401: bad key")
+
+
+def _spans_of(request: Any) -> list[Any]:
+    return [s for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans]

@@ -100,6 +100,10 @@ def configure_logfire(
             scrubbing=_logfire_scrubbing(logfire, scrubbing_options),
             sampling=logfire.SamplingOptions(head=sample_rate),
         )
+    if scrubbing_options is not None:
+        from ._logfire_safe_keys import scrub_logfire_safe_keys
+
+        scrub_logfire_safe_keys(logfire, scrubbing_options)
     _configured_by_mastrace[0] = True
 
 
