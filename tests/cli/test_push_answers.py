@@ -225,7 +225,8 @@ def test_a_receiver_always_busy_gives_up_after_a_few_retries(
 def test_two_urls_of_one_receiver_are_one_destination(
     tmp_path: Path, scripted: Callable[..., Scripted], mastrace_cli: Runner
 ) -> None:
-    """Pushed to 127.0.0.1, then to localhost (and with a trailing slash): nothing is sent twice."""
+    """Pushed to 127.0.0.1, then to localhost (and with a trailing slash): nothing is sent twice, and
+    the later pushes count what the first one sent."""
     store = stored_spans(tmp_path / "store", 50)
     receiver = scripted(OK)
     port = receiver.url.rsplit(":", 1)[1]
@@ -234,6 +235,7 @@ def test_two_urls_of_one_receiver_are_one_destination(
     third = mastrace_cli("push", "--to", f"http://localhost:{port}/v1/traces", store=store)
     assert "sent 50 span(s)" in first.stdout
     assert "sent 0 span(s)" in second.stdout and "sent 0 span(s)" in third.stdout, second.stderr
+    assert "50 already sent before" in second.stdout and "50 already sent before" in third.stdout
     assert len(receiver.spans()) == 50 and max(receiver.spans().values()) == 1
 
 

@@ -213,6 +213,8 @@ def _push_store(
     for path in segment_paths(store):
         recorded = state.offsets.get(path.name, 0)
         start = 0 if filtered else recorded
+        if start:  # sent by an earlier push, not read again: counted by its lines
+            counts.already += _lines_before(path, start)
         batch: list[StoredSpan] = []
         offset: int | None = None
         for item in read_segment(path, start):
@@ -233,3 +235,14 @@ def _push_store(
                 flush(batch, path.name, offset)
                 batch = []
         flush(batch, path.name, offset if offset is not None and offset > start else None)
+
+
+def _lines_before(path: Path, offset: int) -> int:
+    """The complete lines in the first `offset` bytes of a segment (one span each)."""
+    lines = 0
+    with path.open("rb") as file:
+        left = offset
+        while left > 0 and (chunk := file.read(min(left, 1 << 20))):
+            lines += chunk.count(b"\n")
+            left -= len(chunk)
+    return lines
