@@ -8,6 +8,7 @@ import pytest
 
 from mastrace.exceptions import StoreError
 from mastrace.mcp_server._tools import Tools, _age_window, _trace_ref, bounded_text
+from mastrace.store import segment_files
 from seed_run import write_store
 
 
@@ -71,3 +72,33 @@ def test_list_runs_marks_what_latest_and_previous_pick(tmp_path: Path) -> None:
     }
     assert rows[tools.trace_tree("latest").split()[1]] == "latest"
     assert rows[tools.trace_tree("previous").split()[1]] == "previous"
+
+
+def test_every_store_tool_tells_the_model_what_the_store_skipped_and_showed_once(tmp_path: Path) -> None:
+    """A model sees no stderr: over a store with a torn line and every span twice, each tool that reads
+    spans ends its answer with the notes `mastrace` prints, and a clean store's answers carry none."""
+    import shutil
+
+    store = write_store(tmp_path / "store")
+    clean = tmp_path / "clean"
+    shutil.copytree(store.path, clean)
+    segments = segment_files(store.path)
+    assert segments
+    for segment in segments:
+        shutil.copy(segment, segment.with_name("copy-" + segment.name))
+    with segments[0].open("a") as file:
+        file.write('{"trace_id": "torn\n')
+    tools, plain = Tools(store.path), Tools(clean)
+    answers = {
+        "arbitrary_query": lambda t: t.arbitrary_query("SELECT count(*) AS n FROM records"),
+        "list_runs": lambda t: t.list_runs(5),
+        "trace_tree": lambda t: t.trace_tree("latest"),
+        "analyze": lambda t: t.analyze("latest"),
+        "diff": lambda t: t.diff("previous", "latest"),
+    }
+    for name, ask in answers.items():
+        noisy, quiet = ask(tools), ask(plain)
+        assert "note: skipped 1 malformed row(s)" in noisy, name
+        assert "extra copy(ies) of spans stored more than once" in noisy, name
+        assert "note:" not in quiet, name
+        assert noisy.split("\nnote:")[0] == quiet.replace(str(clean), str(store.path)), name

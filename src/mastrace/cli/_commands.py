@@ -70,20 +70,8 @@ def open_store(
 
 def say_health(store: TraceStore) -> None:
     """Say on stderr what the store's views left out as malformed or showed once."""
-    health = store.health()
-    if health.skipped:
-        print(
-            escape_control(f"mastrace: skipped {health.skipped} malformed row(s) in {store.where}"),
-            file=sys.stderr,
-        )
-    if health.duplicates:
-        print(
-            escape_control(
-                f"mastrace: {health.duplicates} extra copy(ies) of spans stored more than once in "
-                f"{store.where}; each span is shown once (the copy that ended last)"
-            ),
-            file=sys.stderr,
-        )
+    for line in store.health().lines(store.where):
+        print(escape_control(f"mastrace: {line}"), file=sys.stderr)
 
 
 def _one_statement(sql: str) -> None:

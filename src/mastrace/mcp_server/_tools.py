@@ -150,6 +150,13 @@ class Tools:
         with TraceStore(self.stores, sandbox=sandbox) as store:
             yield store
 
+    @staticmethod
+    def _noted(store: TraceStore, text: str) -> str:
+        """The answer, and what the store's views left out or showed once (the model sees no stderr)."""
+        found = store.health_found()
+        notes = found.lines(store.where) if found is not None else []
+        return text + "".join(f"\nnote: {line}" for line in notes)
+
     def _rows(self, sql: str, window: Window | None, params: list[Any] | None = None) -> str:
         """The rows of one read-only statement, as a JSON array with one row object per line."""
         with self._store(sandbox=True) as store:
@@ -165,6 +172,7 @@ class Tools:
                 raise
             finally:
                 limit.cancel()
+            health = self._noted(store, "")
         lines, size = [], 2
         for row in rows[:MAX_ROWS]:
             line = json.dumps(_clip(row), ensure_ascii=False, default=str)
@@ -180,7 +188,7 @@ class Tools:
                 f"(answers are capped at {MAX_ROWS} rows and {MAX_CHARS:,} characters): "
                 "add a LIMIT, a WHERE or an aggregate"
             )
-        return text
+        return text + health
 
     def arbitrary_query(self, query: str, age: int | None = None) -> str:
         """Rows of one read-only SQL statement over `records`, as JSON."""
@@ -226,7 +234,7 @@ class Tools:
             raise StoreError("limit is a number of runs from 1 to 500")
         with self._store() as store:
             runs = store.runs(limit=limit)
-            return bounded_text(render_runs(runs, marks=store.aliases(runs, limit)))
+            return self._noted(store, bounded_text(render_runs(runs, marks=store.aliases(runs, limit))))
 
     def trace_tree(self, trace_id: str = "latest", max_spans: int = MAX_TREE_SPANS) -> str:
         """A trace's span hierarchy with durations and key attributes."""
@@ -235,17 +243,18 @@ class Tools:
         with self._store() as store:
             resolved = store.resolve(_trace_ref(trace_id))
             text = render_trace(store, resolved, max_spans=max_spans)
-        return bounded_text(f"trace {resolved}\n{text}", hint="ask for fewer spans (max_spans)")
+            bounded = bounded_text(f"trace {resolved}\n{text}", hint="ask for fewer spans (max_spans)")
+            return self._noted(store, bounded)
 
     def analyze(self, trace_id: str = "latest") -> str:
         """The analysis report of a trace, as markdown."""
         with self._store() as store:
             report = build_report(store, store.resolve(_trace_ref(trace_id)))
-        return bounded_text(render_markdown(report))
+            return self._noted(store, bounded_text(render_markdown(report)))
 
     def diff(self, a: str, b: str) -> str:
         """Configuration, duration, token and cost differences between two runs."""
         with self._store() as store:
             first, second = store.resolve(_trace_ref(a)), store.resolve(_trace_ref(b))
             result = diff_reports(build_report(store, first), build_report(store, second))
-        return bounded_text(render_diff(result))
+            return self._noted(store, bounded_text(render_diff(result)))

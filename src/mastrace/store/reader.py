@@ -292,6 +292,18 @@ class StoreHealth(NamedTuple):
     skipped: int  # malformed lines: torn, edited by hand with mistyped fields, or too long to read
     duplicates: int  # extra copies of spans stored more than once (the view shows each span once)
 
+    def lines(self, where: str) -> list[str]:
+        """What to tell a reader of the store at `where`: one sentence per finding (none when clean)."""
+        out = []
+        if self.skipped:
+            out.append(f"skipped {self.skipped} malformed row(s) in {where}")
+        if self.duplicates:
+            out.append(
+                f"{self.duplicates} extra copy(ies) of spans stored more than once in {where}; "
+                "each span is shown once (the copy that ended last)"
+            )
+        return out
+
 
 _DUPLICATE_KEYS = "_mastrace_duplicate_keys"
 _HEALTH = "_mastrace_health"
