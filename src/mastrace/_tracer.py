@@ -138,6 +138,18 @@ def _repair(var: contextvars.ContextVar[Context], parent: Context) -> Context:
     return parent
 
 
+def attach_span(span: trace.Span) -> object:
+    """Make `span` the current span; returns the token `opentelemetry.context.detach` takes.
+
+    What `context.attach(trace.set_span_in_context(span))` does, through the context variable
+    directly, as `Span.start` does: an LLM call makes its span current around every SDK call.
+    """
+    var = _VAR
+    if var is None:  # pragma: no cover - a custom runtime context
+        return otel_context.attach(trace.set_span_in_context(span))
+    return var.set(Context({**var.get(), _SPAN_KEY: span}))
+
+
 def repair_current() -> None:
     """If the current context belongs to a span that ended elsewhere, restore its parent now.
 
@@ -375,6 +387,24 @@ class Span:
         if span is not None:
             span.set_attributes(attributes)
 
+    def _end_with(self, attributes: Mapping[str, Any], exc: BaseException | None = None) -> None:
+        """Set `attributes` and end the span, with `logfire.json_schema` in the same call into the
+        SDK (`set_attributes` then `end` make two): what an LLM call does as its stream ends."""
+        span = self._span
+        if span is not None and attributes:
+            try:
+                clean, json_keys = _clean_attributes(attributes)
+                keys = self._json_keys
+                if json_keys:
+                    keys = self._json_keys = {**keys, **json_keys} if keys else json_keys
+                if keys:
+                    clean[semconv.LOGFIRE_JSON_SCHEMA] = json_schema(keys)
+                span.set_attributes(clean)
+                self._json_keys = None  # declared: `end` has nothing left to add
+            except Exception as error:
+                log_internal_error("set_attributes", error)
+        self.end(exc)
+
     def set_json_attribute(self, key: str, text: str) -> None:
         """Set an attribute whose value is already JSON text (an object or array).
 
@@ -480,6 +510,9 @@ class NoOpSpan:
         return None
 
     def _set_valid_attributes(self, attributes: Mapping[str, AttributeValue]) -> None:
+        return None
+
+    def _end_with(self, attributes: Mapping[str, Any], exc: BaseException | None = None) -> None:
         return None
 
     def set_json_attribute(self, key: str, text: str) -> None:
