@@ -259,7 +259,9 @@ class Call:
 
     def _end_attributes(self, error: BaseException | None) -> dict[str, Any]:
         attrs: dict[str, Any] = {}
-        if self.first_chunk is not None:
+        # Set at the end with the rest; a value the SDK's or the framework's own tracing set on this
+        # span meanwhile (after the first chunk, when it saw its first content) is theirs to keep.
+        if self.first_chunk is not None and not self._has(semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK):
             attrs[semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = self.first_chunk - self.started
         attrs.update(self.extra)
         if self.stream:

@@ -22,9 +22,21 @@ def _error_of(exc: tuple[Any, ...]) -> BaseException | None:
 
 
 def _next_of(stream: Any) -> Any:
-    """`stream.__next__`, or what fails as `next(stream)` would when the object is no iterator."""
-    found = getattr(stream, "__next__", None)
-    return found if found is not None else lambda: next(stream)
+    """What gives the stream's next chunk: `iter(stream).__next__`, which for the SDKs' streams
+    resumes their own generator (as a `for` loop over the stream does) rather than calling their
+    `__next__` method per chunk; `next(stream)` for an object `iter()` refuses."""
+    try:
+        return iter(stream).__next__
+    except Exception:  # not iterable (a raw response): it fails when iterated, as it would unwrapped
+        return lambda: next(stream)
+
+
+def _anext_of(stream: Any) -> Any:
+    """`_next_of` for an async stream: `aiter(stream).__anext__`, else `stream.__anext__()`."""
+    try:
+        return aiter(stream).__anext__
+    except Exception:
+        return lambda: stream.__anext__()
 
 
 class SyncStream(_Proxy):
@@ -80,15 +92,15 @@ class AsyncStream(_Proxy):
     def __init__(self, stream: Any, call: Call) -> None:
         super().__init__(stream)
         self._self_call = call
-        self._self_step = (call.take, call.end)  # as `SyncStream`'s: one attribute per chunk
+        self._self_step = (_anext_of(stream), call.take, call.end)  # as `SyncStream`'s
 
     def __aiter__(self) -> AsyncStream:
         return self
 
     async def __anext__(self) -> Any:
-        take, end = self._self_step
+        step, take, end = self._self_step
         try:
-            chunk = await self.__wrapped__.__anext__()
+            chunk = await step()
         except StopAsyncIteration:
             end()
             raise
