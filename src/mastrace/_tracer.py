@@ -61,6 +61,9 @@ def coerce_attribute(value: Any) -> tuple[AttributeValue | None, bool]:
         return unreadable(exc), False
 
 
+_TEXTS_ONLY = {str}
+
+
 def _clean_attributes(
     attributes: Mapping[str, Any],
 ) -> tuple[dict[str, AttributeValue], dict[str, str] | None]:
@@ -76,6 +79,9 @@ def _clean_attributes(
             key = text_of(key)
         t = type(value)
         if t is str or t is int or t is float or t is bool:
+            out[key] = value
+            continue
+        if t is tuple and set(map(type, value)) == _TEXTS_ONLY:  # finish reasons, ids: valid as they are
             out[key] = value
             continue
         coerced, is_json = coerce_attribute(value)
