@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -134,3 +135,49 @@ def test_an_llm_mixin_call_without_a_calculator_is_priced_by_the_table(mastrace_
     assert known.attributes[semconv.MASTRACE_COST_SOURCE] == "genai-prices"
     assert unknown.attributes[semconv.MASTRACE_COST_UNKNOWN] is True
     assert list(unknown.attributes[semconv.MASTRACE_COST_UNKNOWN_MODELS]) == ["house-model"]
+
+
+@pytest.fixture
+def table_searches(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The model names `genai-prices` searched its table for (its own lookup, counted, not replaced)."""
+    from genai_prices import data_snapshot
+
+    searched: list[str] = []
+    real = data_snapshot.DataSnapshot.find_provider_model
+
+    def counted(self: Any, model_ref: str, *args: Any) -> Any:
+        searched.append(model_ref)
+        return real(self, model_ref, *args)
+
+    monkeypatch.setattr(data_snapshot.DataSnapshot, "find_provider_model", counted)
+    return searched
+
+
+def test_an_unknown_model_is_searched_for_once_per_table(
+    table_searches: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A local model's calls cost one search of the table, not one per call; a new table is searched again."""
+    from genai_prices import data_snapshot
+
+    table = GenAIPrices()
+    for _ in range(3):
+        assert table.calculate_cost(USAGE, "my-finetune", "openai") is None
+    assert table_searches == ["my-finetune", "my-finetune"]  # with its provider, then without
+    assert table.calculate_cost(USAGE, "gpt-4o", "openai") == pytest.approx(0.0045)  # known ones priced
+    updated = data_snapshot.DataSnapshot(
+        providers=data_snapshot.get_snapshot().providers, from_auto_update=True
+    )
+    monkeypatch.setattr(data_snapshot, "_custom_snapshot", updated)  # what `UpdatePrices` installs
+    table_searches.clear()
+    assert table.calculate_cost(USAGE, "my-finetune", "openai") is None
+    assert table_searches == ["my-finetune", "my-finetune"]
+
+
+def test_endless_new_model_names_are_not_all_remembered() -> None:
+    """Thousands of distinct or oversized unknown names stay unknown, and what is remembered is bounded."""
+    table = GenAIPrices()
+    for i in range(pricing._MAX_UNKNOWN + 50):
+        assert table.calculate_cost(USAGE, f"local-model-{i}") is None
+    assert table.calculate_cost(USAGE, "m" * 5_000) is None
+    assert len(table._unknown) == pricing._MAX_UNKNOWN
+    assert all(len(name) <= 256 for name, _ in table._unknown)

@@ -26,6 +26,7 @@ from mastrace._snapshot import (
     cap_string,
     dumps_json,
     json_schema,
+    schema_for,
     to_json_value,
     truncation_marker,
 )
@@ -226,6 +227,20 @@ def test_json_schema_reads_types_from_text() -> None:
     """A mapping of JSON texts gives object and array types from the first character."""
     schema = json.loads(json_schema({"cfg": '{"a": 1}', "ids": "[1, 2]"}))
     assert schema == {"type": "object", "properties": {"cfg": {"type": "object"}, "ids": {"type": "array"}}}
+
+
+def test_json_schema_follows_each_key_set_and_type() -> None:
+    """Asked again (from memory), the schema still follows the keys, their order and each text's type."""
+    first = json_schema({"cfg": '{"a": 1}', "ids": " \n[1, 2]", "n": "3"})
+    assert json_schema({"cfg": "{}", "ids": "[]", "n": "4"}) == first
+    assert json.loads(first)["properties"] == {"cfg": {"type": "object"}, "ids": {"type": "array"}, "n": {}}
+    assert json.loads(json_schema({"cfg": "[]", "ids": "[]", "n": "4"}))["properties"]["cfg"] == {
+        "type": "array"
+    }
+    assert list(json.loads(json_schema({"ids": "[]", "cfg": "{}"}))["properties"]) == ["ids", "cfg"]
+    assert schema_for("  [1]") == {"type": "array"} and schema_for(None) == {}
+    schema_for("{}")["type"] = "changed"  # a caller's copy: nothing shared changes
+    assert schema_for("{}") == {"type": "object"}
 
 
 def test_json_schema_accepts_keys() -> None:

@@ -383,3 +383,80 @@ def test_plain_span_names_keep_the_fast_path(
         pass
     span = exporter.get_finished_spans()[0]
     assert prepare_span(span, scrubber, Limits()) is span
+
+
+def _usage_json(**extra: Any) -> str:
+    """An LLM call's `mastrace.usage` text: JSON longer than the scrubber remembers by value."""
+    usage = {"cost": 0.0, "units": {"unpriced_calls": 1}, "provider": "openai", "category": None}
+    usage.update({"component_name": None, "kind": "llm"})
+    kinds = ("input", "output", "total", "cached_input", "cache_creation_input", "reasoning", "audio")
+    usage.update({f"{kind}_tokens": 10 for kind in kinds})
+    text = json.dumps({**usage, **extra}, separators=(",", ":"))
+    assert len(text) > 256
+    return text
+
+
+def test_an_llm_span_keeps_the_fast_path(
+    tracer: Tracer, exporter: InMemorySpanExporter, scrubber: Scrubber
+) -> None:
+    """Finish reasons, model names (tuples of text) and a long plain usage JSON leave the span as it is."""
+    attrs = {
+        "gen_ai.response.finish_reasons": ("stop", "length"),
+        "mastrace.cost.unknown_models": ("my-finetune-2026-01-01",),
+        "mastrace.usage": _usage_json(),
+    }
+    span = _record(tracer, exporter, attrs)
+    assert prepare_span(span, scrubber, LIMITS) is span
+    assert prepare_span(span, scrubber, LIMITS) is span  # and again, from what the scrubber remembered
+
+
+@pytest.mark.parametrize(
+    "attrs",
+    [
+        {"gen_ai.response.finish_reasons": ("stop", f"key {OPENAI_KEY}")},
+        {"ids": ("a", "b\ud800")},  # a lone surrogate in a short item
+        {"ids": ("x" * 300,)},  # an item over the string limit below
+        {"mastrace.usage": _usage_json(note=f"key {OPENAI_KEY}")},
+        {"mastrace.usage": _usage_json(api_key="hunter22-hunter22")},
+        {"mastrace.usage": _usage_json(note="x" * 2_000)},  # over the JSON limit below
+        {semconv.LOGFIRE_MSG: _usage_json(note=f"Bearer {OPENAI_KEY}")},
+    ],
+)
+def test_the_fast_path_leaves_nothing_to_the_full_pass(
+    tracer: Tracer, exporter: InMemorySpanExporter, scrubber: Scrubber, attrs: dict[str, Any]
+) -> None:
+    """Secrets in tuple items or long JSON, surrogates and oversized items still get scrubbed or capped."""
+    span = _record(tracer, exporter, attrs)
+    for _ in range(2):  # the second time with warm caches
+        out = prepare_span(span, scrubber, Limits(max_string_chars=256, max_json_chars=1_000))
+        text = out.to_json()
+        assert out is not span
+        assert OPENAI_KEY not in text and "hunter22-hunter22" not in text and "\\ud800" not in text
+
+
+_TEXTS = st.sampled_from(
+    ["stop", "length", "tool_calls", "gpt-4o-mini-2024", OPENAI_KEY, "password=hunter22"]
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    items=st.lists(_TEXTS | st.text(max_size=12), max_size=4).map(tuple),
+    extra=st.dictionaries(st.sampled_from(["note", "token", "model"]), _TEXTS | st.integers(), max_size=2),
+    key=st.sampled_from(["gen_ai.response.finish_reasons", "mastrace.usage", "secret", semconv.LOGFIRE_MSG]),
+)
+def test_a_span_the_fast_path_keeps_is_one_the_full_pass_keeps(
+    items: tuple[str, ...],
+    extra: dict[str, Any],
+    key: str,
+    tracer: Tracer,
+    exporter: InMemorySpanExporter,
+    scrubber: Scrubber,
+) -> None:
+    """Whatever tuples and long JSON hold, the quick test passes a span only when the full pass would."""
+    from mastrace._transform import _Cleaner, _untouched
+
+    span = _record(tracer, exporter, {"items": items, key: _usage_json(**extra)} if items else {key: "x"})
+    limits = Limits(max_string_chars=300)
+    if _untouched(span, scrubber, limits):
+        assert _Cleaner(scrubber, limits).span(span, span.resource) is span

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 
 import pytest
@@ -76,6 +77,36 @@ def test_coerce_converts_a_maseval_usage() -> None:
     theirs = MasevalTokenUsage(cost=0.5, input_tokens=3, output_tokens=2, provider="anthropic")
     ours = Usage.coerce(theirs)
     assert ours == TokenUsage(cost=0.5, input_tokens=3, output_tokens=2, provider="anthropic")
+
+
+def test_with_cost_copies_every_field_and_a_subclass_keeps_its_own() -> None:
+    """A priced copy has the new cost, the same counts and grouping, and units of its own."""
+    usage = TokenUsage(
+        cost=1.0,
+        units={"calls": 1},
+        provider="openai",
+        category="models",
+        component_name="a",
+        kind="llm",
+        input_tokens=10,
+        output_tokens=5,
+        total_tokens=15,
+        cached_input_tokens=2,
+        cache_creation_input_tokens=1,
+        reasoning_tokens=3,
+        audio_tokens=4,
+    )
+    priced = usage.with_cost("0.25")  # type: ignore[arg-type]  # as a calculator may answer
+    assert priced.to_dict() == {**usage.to_dict(), "cost": 0.25} and type(priced) is TokenUsage
+    priced.units["calls"] = 9
+    assert usage.units == {"calls": 1}
+
+    @dataclasses.dataclass
+    class Tagged(TokenUsage):
+        tag: str = ""
+
+    tagged = Tagged(input_tokens=1, tag="mine").with_cost(0.5)
+    assert type(tagged) is Tagged and tagged.tag == "mine" and tagged.cost == 0.5 and tagged.input_tokens == 1
 
 
 def test_from_provider_reads_openai_chat_usage() -> None:

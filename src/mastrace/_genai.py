@@ -28,6 +28,7 @@ from .usage import field_of
 __all__ = [
     "REQUEST_PARAMETERS",
     "Conversation",
+    "LastSeen",
     "capture_enabled",
     "conversation",
     "current_conversation_id",
@@ -153,6 +154,29 @@ def request_attributes(kwargs: Mapping[str, Any], skipped: frozenset[str]) -> di
         elif isinstance(value, _PRIMITIVE):
             out[semconv.MASTRACE_REQUEST_PREFIX + key] = value
     return out
+
+
+class LastSeen:
+    """A function of one value, remembered for the last value seen (compared by identity).
+
+    A client's base URL is the same object on every call, and reading it (`str()` of an
+    `httpx.URL`, its host and port) costs a few microseconds per call; the URL objects and strings
+    it is used for are immutable, so the same object always gives the same answer.
+    """
+
+    __slots__ = ("_function", "_last")
+
+    def __init__(self, function: Callable[[Any], Any]) -> None:
+        self._function = function
+        self._last: tuple[Any, Any] | None = None
+
+    def __call__(self, value: Any) -> Any:
+        last = self._last  # one read: another thread may replace it meanwhile, never tear it
+        if last is not None and last[0] is value:
+            return last[1]
+        result = self._function(value)
+        self._last = (value, result)
+        return result
 
 
 def server_of(url: Any) -> tuple[str | None, int | None]:

@@ -451,22 +451,39 @@ def json_schema(attrs: Mapping[str, str] | Iterable[str]) -> str:
     """
     properties: dict[str, dict[str, str]] = {}
     if isinstance(attrs, Mapping):
-        for key, text in attrs.items():
-            properties[key] = schema_for(text)
-    else:
-        for key in attrs:
-            properties[key] = {"type": "object"}
+        # Spans of one kind declare the same keys with the same types, span after span: the text is
+        # built once per such set (this runs as every span with a JSON attribute ends).
+        kinds = tuple((key, _first_char(text)) for key, text in attrs.items())
+        known = _SCHEMAS.get(kinds)
+        if known is not None:
+            return known
+        for key, first in kinds:
+            properties[key] = _SCHEMA_OF.get(first, {})
+        text = dumps_json({"type": "object", "properties": properties})
+        if len(_SCHEMAS) >= _MAX_SCHEMAS:
+            _SCHEMAS.clear()
+        _SCHEMAS[kinds] = text
+        return text
+    for key in attrs:
+        properties[key] = {"type": "object"}
     return dumps_json({"type": "object", "properties": properties})
+
+
+_SCHEMAS: dict[tuple[tuple[str, str], ...], str] = {}
+_MAX_SCHEMAS = 256
+_SCHEMA_OF = {"[": {"type": "array"}, "{": {"type": "object"}}
+
+
+def _first_char(text: Any) -> str:
+    if not isinstance(text, str):
+        return ""
+    first = text[:1]
+    return text.lstrip()[:1] if first.isspace() else first  # no copy of a long text to read one char
 
 
 def schema_for(text: Any) -> dict[str, str]:
     """The `logfire.json_schema` property for one JSON text, read from its first character."""
-    first = text.lstrip()[:1] if isinstance(text, str) else ""
-    if first == "[":
-        return {"type": "array"}
-    if first == "{":
-        return {"type": "object"}
-    return {}
+    return dict(_SCHEMA_OF.get(_first_char(text), {}))
 
 
 # -- capping -------------------------------------------------------------------------------------

@@ -61,6 +61,9 @@ def coerce_attribute(value: Any) -> tuple[AttributeValue | None, bool]:
         return unreadable(exc), False
 
 
+_TEXTS_ONLY = {str}
+
+
 def _clean_attributes(
     attributes: Mapping[str, Any],
 ) -> tuple[dict[str, AttributeValue], dict[str, str] | None]:
@@ -76,6 +79,9 @@ def _clean_attributes(
             key = text_of(key)
         t = type(value)
         if t is str or t is int or t is float or t is bool:
+            out[key] = value
+            continue
+        if t is tuple and set(map(type, value)) == _TEXTS_ONLY:  # finish reasons, ids: valid as they are
             out[key] = value
             continue
         coerced, is_json = coerce_attribute(value)
@@ -136,6 +142,18 @@ def _repair(var: contextvars.ContextVar[Context], parent: Context) -> Context:
         var.set(parent)
         entry = _STALE.get(id(parent))
     return parent
+
+
+def attach_span(span: trace.Span) -> object:
+    """Make `span` the current span; returns the token `opentelemetry.context.detach` takes.
+
+    What `context.attach(trace.set_span_in_context(span))` does, through the context variable
+    directly, as `Span.start` does: an LLM call makes its span current around every SDK call.
+    """
+    var = _VAR
+    if var is None:  # pragma: no cover - a custom runtime context
+        return otel_context.attach(trace.set_span_in_context(span))
+    return var.set(Context({**var.get(), _SPAN_KEY: span}))
 
 
 def repair_current() -> None:
@@ -375,6 +393,24 @@ class Span:
         if span is not None:
             span.set_attributes(attributes)
 
+    def _end_with(self, attributes: Mapping[str, Any], exc: BaseException | None = None) -> None:
+        """Set `attributes` and end the span, with `logfire.json_schema` in the same call into the
+        SDK (`set_attributes` then `end` make two): what an LLM call does as its stream ends."""
+        span = self._span
+        if span is not None and attributes:
+            try:
+                clean, json_keys = _clean_attributes(attributes)
+                keys = self._json_keys
+                if json_keys:
+                    keys = self._json_keys = {**keys, **json_keys} if keys else json_keys
+                if keys:
+                    clean[semconv.LOGFIRE_JSON_SCHEMA] = json_schema(keys)
+                span.set_attributes(clean)
+                self._json_keys = None  # declared: `end` has nothing left to add
+            except Exception as error:
+                log_internal_error("set_attributes", error)
+        self.end(exc)
+
     def set_json_attribute(self, key: str, text: str) -> None:
         """Set an attribute whose value is already JSON text (an object or array).
 
@@ -480,6 +516,9 @@ class NoOpSpan:
         return None
 
     def _set_valid_attributes(self, attributes: Mapping[str, AttributeValue]) -> None:
+        return None
+
+    def _end_with(self, attributes: Mapping[str, Any], exc: BaseException | None = None) -> None:
         return None
 
     def set_json_attribute(self, key: str, text: str) -> None:

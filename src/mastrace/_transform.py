@@ -134,12 +134,31 @@ def _untouched(span: ReadableSpan, scrubber: Scrubber | None, limits: Limits) ->
         t = type(value)
         if t is str:
             if len(value) >= _SHORT and not (
-                len(value) <= short and utf8_safe(value) and (value in texts or scrubber.is_plain_text(value))
+                len(value) <= short
+                and utf8_safe(value)
+                and (
+                    value in texts
+                    or scrubber.is_plain_text(value)
+                    or (key not in _MESSAGE_KEYS and scrubber.is_plain_json(value))
+                )
             ):
                 return False
         elif t is int:
             if not _INT_MIN <= value <= _INT_MAX:
                 return False
+        elif t is tuple:  # finish reasons, model names, ids: texts, each tested as a text above
+            if not value or len(value) > limits.max_sequence_items:
+                return False
+            for item in value:  # each one capped and made UTF-8-safe, however short
+                if (
+                    type(item) is not str
+                    or not utf8_safe(item)
+                    or (
+                        len(item) >= _SHORT
+                        and not (len(item) <= short and (item in texts or scrubber.is_plain_text(item)))
+                    )
+                ):
+                    return False
         elif t is not float and t is not bool:
             return False
         if key not in keys and scrubber.key_match(key) is not None:

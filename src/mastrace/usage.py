@@ -237,7 +237,25 @@ class TokenUsage(Usage):
 
     def with_cost(self, cost: float) -> TokenUsage:
         """A copy of this record with `cost` replaced."""
-        return dataclasses.replace(self, cost=cost, units=dict(self.units))
+        if type(self) is not TokenUsage:  # a subclass may have fields of its own
+            return dataclasses.replace(self, cost=cost, units=dict(self.units))
+        # `dataclasses.replace` reads the class's fields on every call: once per LLM call, it costs
+        # more than the rest of pricing one.
+        return TokenUsage(
+            cost=cost,
+            units=dict(self.units),
+            provider=self.provider,
+            category=self.category,
+            component_name=self.component_name,
+            kind=self.kind,
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            total_tokens=self.total_tokens,
+            cached_input_tokens=self.cached_input_tokens,
+            cache_creation_input_tokens=self.cache_creation_input_tokens,
+            reasoning_tokens=self.reasoning_tokens,
+            audio_tokens=self.audio_tokens,
+        )
 
     @classmethod
     def from_provider(
@@ -314,14 +332,22 @@ def field_of(obj: Any, key: str) -> Any:
     """`obj[key]` for a mapping, `obj.key` otherwise; None when absent (provider payloads come as both)."""
     if obj is None:
         return None
-    if isinstance(obj, Mapping):
+    if type(obj) is dict or isinstance(obj, Mapping):  # a dict without the ABC check: most payloads
         return obj.get(key)
     return getattr(obj, key, None)
 
 
 def _int(obj: Any, *keys: str) -> int | None:
+    if obj is None:
+        return None
+    # `field_of` per key, with the mapping test made once: a call's usage is read a dozen times.
+    get = obj.get if type(obj) is dict or isinstance(obj, Mapping) else None
     for key in keys:
-        value = field_of(obj, key)
+        value = get(key) if get is not None else getattr(obj, key, None)
+        if type(value) is int:  # the usual count, and what `as_count` would give for it
+            return value
+        if value is None:
+            continue
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return as_count(value)
         if isinstance(value, str) and value.strip():

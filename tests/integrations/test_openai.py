@@ -4,6 +4,7 @@ sync and async, streamed or not, errors, a stream abandoned half way, usage cred
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import threading
 from collections.abc import Iterator
@@ -260,3 +261,65 @@ def test_structured_output_parse_is_traced_and_credited(
         assert mastrace_spans.parent_of(span) is mastrace_spans.one("agent.agent_a.round_0")
     usage = rnd.usage
     assert (usage.input_tokens, usage.output_tokens) == (2 * PROMPT_TOKENS, 2 * COMPLETION_TOKENS)  # type: ignore[attr-defined]
+
+
+def test_a_client_pointed_elsewhere_is_recorded_at_its_new_address(
+    mastrace_spans: CapturedSpans, server_url: str, instrumented: None
+) -> None:
+    """The server and provider follow a client whose base URL changes between calls (they are remembered
+    per URL object, and a new URL is a new object)."""
+    other = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    try:
+        client = _client(server_url)
+        for _ in range(2):
+            client.chat.completions.create(model="gpt-x", messages=[{"role": "user", "content": "x"}])
+        client.base_url = f"http://127.0.0.1:{other.server_address[1]}/openrouter/v1"  # type: ignore[assignment]
+        client.chat.completions.create(model="gpt-x", messages=[{"role": "user", "content": "x"}])
+    finally:
+        other.shutdown()
+        other.server_close()
+    assert mastrace_spans.names() == ["llm.openai.chat", "llm.openai.chat", "llm.openrouter.chat"]
+    first, second, moved = (dict(s.attributes or {}) for s in mastrace_spans.spans)
+    assert first["server.port"] == second["server.port"] == int(server_url.split(":")[2].split("/")[0])
+    assert (moved["server.port"], moved["gen_ai.provider.name"]) == (other.server_address[1], "openrouter")
+    assert first["gen_ai.provider.name"] == "openai"
+
+
+def test_a_raw_streamed_response_reads_as_without_tracing(
+    mastrace_spans: CapturedSpans, server_url: str, instrumented: None
+) -> None:
+    """`with_raw_response` (a response object, no iterator) parses and streams as it would untraced; its
+    call span ends when the response is dropped."""
+    raw = _client(server_url).chat.completions.with_raw_response.create(
+        model="gpt-x", messages=[{"role": "user", "content": "x"}], stream=True
+    )
+    assert raw.http_response.status_code == 200
+    text = "".join(c.choices[0].delta.content or "" for c in raw.parse() if c.choices)
+    assert text == "".join(WORDS)
+    del raw
+    gc.collect()
+    assert mastrace_spans.one("llm.openai.stream").attributes["gen_ai.request.stream"] is True
+
+
+def test_a_time_to_first_chunk_set_by_the_framework_is_kept(
+    mastrace_spans: CapturedSpans, server_url: str, instrumented: None
+) -> None:
+    """The call records its time to first chunk as the stream ends, unless the framework's handle (or the
+    SDK's own tracing) set one on the span meanwhile: theirs stays, as when the call set its own first."""
+    from mastrace.integrations._llm_calls import PendingLLMSpan, pending_llm_span
+
+    for framework_value in (None, 12.5):
+        pending = PendingLLMSpan("llm.openai.stream", {"massgen.agent_id": "agent_a"})
+        token = pending_llm_span.set(pending)
+        try:
+            stream = _client(server_url).chat.completions.create(
+                model="gpt-x", messages=[{"role": "user", "content": "x"}], stream=True
+            )
+        finally:
+            pending_llm_span.reset(token)
+        for i, _ in enumerate(stream):
+            if i == 1 and framework_value is not None:
+                pending.spans[0].set_attribute("gen_ai.response.time_to_first_chunk", framework_value)
+    own, kept = (s.attributes["gen_ai.response.time_to_first_chunk"] for s in mastrace_spans.spans)
+    assert 0 < own < 12.5 and kept == 12.5

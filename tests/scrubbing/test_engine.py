@@ -409,3 +409,22 @@ def test_a_secret_ending_a_json_leaf_is_found_in_every_leaf(scrubber: Scrubber) 
     secret = "BUNDLE_ENTERPRISE__CONTRIBSYS__COM=de701515:0c65fea9"
     out = scrubber.scrub_value({"llm": {"endpoint": secret, "list": [1, secret]}})
     assert "0c65fea9" not in json.dumps(out)
+
+
+def test_long_plain_json_is_known_plain_and_a_secret_in_it_is_not(scrubber: Scrubber) -> None:
+    """A JSON text past the plain-text cache is plain when scrubbing keeps it, not with a secret in it."""
+    usage = {"provider": "openai", "category": None, **{f"t{i}_tokens": i for i in range(30)}}
+    plain = json.dumps(usage)
+    assert len(plain) > 256 and not scrubber.is_plain_text(plain)
+    assert scrubber.is_plain_json(plain) and scrubber.is_plain_json(plain)  # the second from memory
+    assert not scrubber.is_plain_json(json.dumps({**usage, "api_key": "abcdefgh1234"}))
+    assert not scrubber.is_plain_json(json.dumps({**usage, "note": "sk-" + _B[:30]}))
+    assert not scrubber.is_plain_json("x" * 300) and not scrubber.is_plain_json('{"a": 1}')
+
+
+def test_long_json_is_not_known_plain_under_a_callback() -> None:
+    """With a callback the scrubber cannot say a text is plain without asking it: no quick answer."""
+    seen: list[ScrubMatch] = []
+    scrubber = Scrubber(ScrubbingOptions(callback=lambda m: seen.append(m)))
+    assert not scrubber.is_plain_json(json.dumps({f"t{i}_tokens": i for i in range(40)}))
+    assert seen == []

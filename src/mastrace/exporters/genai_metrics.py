@@ -33,6 +33,7 @@ from opentelemetry.trace import SpanKind
 
 from .. import semconv
 from .._errors import log_internal_error, warn_once
+from .._otel_private import span_attributes
 
 __all__ = ["GenAIMetricsExporter", "build_otlp_meter_provider"]
 
@@ -72,11 +73,10 @@ class _Instruments:
 
 def is_llm_call(span: ReadableSpan) -> bool:
     """Whether `span` is a model call made through mastrace's LLM instrumentation or mixin."""
-    attributes = span.attributes or {}
     scope = span.instrumentation_scope
     return (
         span.kind is SpanKind.CLIENT
-        and attributes.get(semconv.GEN_AI_OPERATION_NAME) == semconv.GEN_AI_OP_CHAT
+        and span_attributes(span).get(semconv.GEN_AI_OPERATION_NAME) == semconv.GEN_AI_OP_CHAT
         and scope is not None
         and scope.name.startswith(_SCOPE_PREFIX)
     )
@@ -108,7 +108,9 @@ class GenAIMetricsExporter(SpanExporter):
         return SpanExportResult.SUCCESS
 
     def _record(self, span: ReadableSpan) -> None:
-        attributes = span.attributes or {}
+        # The dict behind the span's attributes: the public mapping answers `in` and `[]` through
+        # Python-level calls, twice per key.
+        attributes = span_attributes(span)
         common: dict[str, Any] = {k: attributes[k] for k in _METRIC_KEYS if k in attributes}
         error_type = attributes.get(semconv.ERROR_TYPE)
         if error_type is None and not span.status.is_ok:

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import contextvars
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,8 +23,8 @@ from opentelemetry.trace import SpanKind
 
 from .. import pricing, semconv
 from .._errors import handle_internal_errors, log_internal_error, warn_once
-from .._genai import capture_enabled, current_conversation_id, request_attributes, server_of
-from .._tracer import NOOP_SPAN, NoOpSpan, Span, get_tracer
+from .._genai import LastSeen, capture_enabled, current_conversation_id, request_attributes, server_of
+from .._tracer import NOOP_SPAN, NoOpSpan, Span, attach_span, get_tracer
 from ..usage import CostCalculator, TokenUsage, credit_usage, current_sinks, field_of, usage_attributes
 from . import _http_retries
 from ._llm_streams import AsyncStream, SyncStream
@@ -44,6 +43,7 @@ __all__ = [
 ]
 
 TRACER_NAME = "mastrace.llm"
+_server_of = LastSeen(server_of)  # a client's base URL: the same object call after call
 
 
 @dataclass
@@ -84,7 +84,8 @@ class Reader:
     """How one SDK's calls look.
 
     Attributes:
-        provider: The provider (`gen_ai.provider.name`) of a client or call.
+        provider: The provider (`gen_ai.provider.name`) of a client or call, given what `server`
+            found too.
         server: The base URL a client or call talks to (for `server.address` / `server.port`).
         content: The request's content attributes (`input`, `system`, `tools`) in the conventions'
             structure (`_messages.openai_request` / `anthropic_request`).
@@ -96,7 +97,7 @@ class Reader:
             (`litellm.completion(model, messages, ...)`), so that they are read like keywords.
     """
 
-    provider: Callable[[Any, Mapping[str, Any]], str]
+    provider: Callable[[Any, Mapping[str, Any], Any], str]
     server: Callable[[Any, Mapping[str, Any]], Any]
     content: Callable[[Mapping[str, Any]], dict[str, Any]]
     skipped_request: frozenset[str]
@@ -112,9 +113,11 @@ class Call:
 
     def __init__(self, reader: Reader, instance: Any, kwargs: Mapping[str, Any]) -> None:
         self.reader = reader
+        self.read_chunk = reader.chunk
         self.options = reader.options
         self.capture = capture_enabled(self.options.capture_content)
-        self.provider = reader.provider(instance, kwargs)
+        server = reader.server(instance, kwargs)  # read once: the SDK's property costs a call
+        self.provider = reader.provider(instance, kwargs, server)
         self.model = str(kwargs.get("model") or "")
         self.stream = kwargs.get("stream") is True
         self.usage: TokenUsage | None = None
@@ -127,10 +130,13 @@ class Call:
         self.chunks = 0
         self.last_chunk = False  # set by a reader on the chunk after which nothing counts
         self.started = time.perf_counter()
+        self.first_chunk: float | None = None  # when the first chunk came
         self.done = False
+        self._entered: contextvars.Token[Call | None] | None = None  # while the SDK call runs
+        self._attached: object = None
         # Usage goes to the rounds and sessions around the call, wherever the stream is read.
         self.sinks = current_sinks()
-        name, attrs = self._start_attributes(instance, kwargs)
+        name, attrs = self._start_attributes(kwargs, server)
         self.span: Span | NoOpSpan = get_tracer(TRACER_NAME).start_span(name, attrs, kind=SpanKind.CLIENT)
         pending = pending_llm_span.get()
         # A framework's own prices (MassGen's) rank after the provider's and the user's.
@@ -142,7 +148,7 @@ class Call:
         otel_span = self.span.otel_span
         self.otel_span: trace.Span | None = otel_span
 
-    def _start_attributes(self, instance: Any, kwargs: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    def _start_attributes(self, kwargs: Mapping[str, Any], server: Any) -> tuple[str, dict[str, Any]]:
         backend = self.reader.span_provider or self.provider
         attrs: dict[str, Any] = {
             semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OP_CHAT,
@@ -150,7 +156,7 @@ class Call:
             semconv.GEN_AI_REQUEST_MODEL: self.model,
             semconv.MASSGEN_BACKEND: backend,
         }
-        address, port = server_of(self.reader.server(instance, kwargs))
+        address, port = _server_of(server)
         if address is not None:
             attrs[semconv.SERVER_ADDRESS] = address
             attrs[semconv.SERVER_PORT] = port
@@ -178,29 +184,27 @@ class Call:
         pending.claimed += 1
         return pending.name, {**pending.attributes, **attrs}
 
-    def attach(self) -> object:
-        """Make the call's span current (while the SDK call runs); returns the token for `detach`."""
+    def running(self) -> Call:
+        """While the SDK sends the request (`with call.running():`): the call is current (span and
+        `current_call`); a failure ends it with the error."""
+        return self
+
+    def __enter__(self) -> Call:
+        # A class rather than a generator-based context manager: this runs around every SDK call.
+        self._entered = current_call.set(self)
         span = self.otel_span
-        return otel_context.attach(trace.set_span_in_context(span)) if span is not None else None
+        self._attached = attach_span(span) if span is not None else None
+        return self
 
-    @staticmethod
-    def detach(token: object) -> None:
-        if token is not None:
-            otel_context.detach(token)  # type: ignore[arg-type]
-
-    @contextmanager
-    def running(self) -> Iterator[None]:
-        """While the SDK sends the request: the call is current (span and `current_call`); a
-        failure ends it with the error."""
-        token, ctx = current_call.set(self), self.attach()
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         try:
-            yield
-        except BaseException as exc:
-            self.end(exc)
-            raise
+            if exc is not None:
+                self.end(exc)
         finally:
-            self.detach(ctx)
-            current_call.reset(token)
+            if self._attached is not None:
+                otel_context.detach(self._attached)  # type: ignore[arg-type]
+            if self._entered is not None:
+                current_call.reset(self._entered)
 
     def add_usage(self, usage: Any) -> None:
         """Take a usage object or dict from the response; counts reported in parts are merged."""
@@ -226,12 +230,10 @@ class Call:
         if self.done:
             return chunk
         self.chunks += 1
+        if self.first_chunk is None:  # set on the span with the rest when it ends: one SDK call
+            self.first_chunk = time.perf_counter()
         try:
-            if self.chunks == 1:
-                self.span.set_attribute(
-                    semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, time.perf_counter() - self.started
-                )
-            self.reader.chunk(self, chunk)
+            self.read_chunk(self, chunk)
         except Exception as exc:
             log_internal_error("llm chunk", exc)
         if self.last_chunk:
@@ -242,19 +244,26 @@ class Call:
         if self.done:
             return
         self.done = True
-        span = self.span
-        with handle_internal_errors("llm end"):
-            span.set_attributes(self._end_attributes(error))
+        attrs: dict[str, Any] = {}
+        try:  # not `handle_internal_errors`: a generator context manager costs more than this
+            attrs = self._end_attributes(error)
             usage = self.usage
             if usage is not None:
-                usage = self._priced(usage)
-                span.set_attributes(usage_attributes(usage, massgen=False))
-                span.set_attribute(semconv.MASTRACE_USAGE, usage.to_dict())
+                usage = self._priced(usage, attrs)
+                attrs.update(usage_attributes(usage, massgen=False))
+                attrs[semconv.MASTRACE_USAGE] = usage.to_dict()
                 credit_usage(usage, None, chain=self.sinks)
-        span.end(error)
+        except Exception as exc:
+            log_internal_error("llm end", exc)
+        self.span._end_with(attrs, error)  # every attribute of the end in one call into the SDK
 
     def _end_attributes(self, error: BaseException | None) -> dict[str, Any]:
-        attrs: dict[str, Any] = dict(self.extra)
+        attrs: dict[str, Any] = {}
+        # Set at the end with the rest; a value the SDK's or the framework's own tracing set on this
+        # span meanwhile (after the first chunk, when it saw its first content) is theirs to keep.
+        if self.first_chunk is not None and not self._has(semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK):
+            attrs[semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = self.first_chunk - self.started
+        attrs.update(self.extra)
         if self.stream:
             attrs[semconv.MASTRACE_STREAM_CHUNKS] = self.chunks
             attrs[semconv.MASTRACE_STREAM_COMPLETED] = error is None and bool(self.finish_reasons)
@@ -278,7 +287,8 @@ class Call:
         attributes = getattr(self.otel_span, "attributes", None)
         return bool(attributes) and key in attributes  # type: ignore[operator]
 
-    def _priced(self, usage: TokenUsage) -> TokenUsage:
+    def _priced(self, usage: TokenUsage, attrs: dict[str, Any]) -> TokenUsage:
+        """`usage` with its cost decided; the cost's attributes go into `attrs`."""
         model = self.response_model or self.model
         priced = pricing.price_call(
             usage,
@@ -288,7 +298,7 @@ class Call:
             calculator=self.options.cost_calculator,
             framework=self.framework_pricing,
         )
-        self.span.set_attributes(priced.attributes(model))
+        attrs.update(priced.attributes(model))
         return priced.usage
 
 
@@ -303,10 +313,12 @@ def start_call(reader: Reader, instance: Any, kwargs: Mapping[str, Any]) -> Call
     """A traced call, or None when it is not to be traced (inside another traced call, no-op, error)."""
     if current_call.get() is not None:
         return None
-    with handle_internal_errors("llm start"):
+    try:  # not `handle_internal_errors`: a generator context manager costs more than this
         call = Call(reader, instance, kwargs)
-        return None if call.span is NOOP_SPAN else call
-    return None
+    except Exception as exc:
+        log_internal_error("llm start", exc)
+        return None
+    return None if call.span is NOOP_SPAN else call
 
 
 def sync_wrapper(reader: Reader) -> Callable[..., Any]:

@@ -21,26 +21,48 @@ def _error_of(exc: tuple[Any, ...]) -> BaseException | None:
     return exc[1] if len(exc) > 1 and isinstance(exc[1], BaseException) else None
 
 
+def _next_of(stream: Any) -> Any:
+    """What gives the stream's next chunk: `iter(stream).__next__`, which for the SDKs' streams
+    resumes their own generator (as a `for` loop over the stream does) rather than calling their
+    `__next__` method per chunk; `next(stream)` for an object `iter()` refuses."""
+    try:
+        return iter(stream).__next__
+    except Exception:  # not iterable (a raw response): it fails when iterated, as it would unwrapped
+        return lambda: next(stream)
+
+
+def _anext_of(stream: Any) -> Any:
+    """`_next_of` for an async stream: `aiter(stream).__anext__`, else `stream.__anext__()`."""
+    try:
+        return aiter(stream).__anext__
+    except Exception:
+        return lambda: stream.__anext__()
+
+
 class SyncStream(_Proxy):
     """The SDK's stream, seen chunk by chunk; the span ends when it is exhausted, closed or dropped."""
 
     def __init__(self, stream: Any, call: Call) -> None:
         super().__init__(stream)
         self._self_call = call
+        # What `__next__` needs, in one attribute: reading one of a proxy's own attributes costs
+        # several times a plain object's, and this runs for every chunk.
+        self._self_step = (_next_of(stream), call.take, call.end)
 
     def __iter__(self) -> SyncStream:
         return self
 
     def __next__(self) -> Any:
+        step, take, end = self._self_step
         try:
-            chunk = next(self.__wrapped__)
+            chunk = step()
         except StopIteration:
-            self._self_call.end()
+            end()
             raise
         except BaseException as exc:
-            self._self_call.end(exc)
+            end(exc)
             raise
-        return self._self_call.take(chunk)
+        return take(chunk)
 
     def close(self) -> None:
         try:
@@ -70,20 +92,22 @@ class AsyncStream(_Proxy):
     def __init__(self, stream: Any, call: Call) -> None:
         super().__init__(stream)
         self._self_call = call
+        self._self_step = (_anext_of(stream), call.take, call.end)  # as `SyncStream`'s
 
     def __aiter__(self) -> AsyncStream:
         return self
 
     async def __anext__(self) -> Any:
+        step, take, end = self._self_step
         try:
-            chunk = await self.__wrapped__.__anext__()
+            chunk = await step()
         except StopAsyncIteration:
-            self._self_call.end()
+            end()
             raise
         except BaseException as exc:
-            self._self_call.end(exc)
+            end(exc)
             raise
-        return self._self_call.take(chunk)
+        return take(chunk)
 
     async def close(self) -> None:
         try:

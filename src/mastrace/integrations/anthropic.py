@@ -125,7 +125,7 @@ def _base_url(instance: Any, kwargs: Mapping[str, Any]) -> Any:
 
 
 _READER = Reader(
-    provider=lambda instance, kwargs: "anthropic",
+    provider=lambda instance, kwargs, server: "anthropic",
     server=_base_url,
     content=anthropic_request,
     skipped_request=frozenset(

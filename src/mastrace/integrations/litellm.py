@@ -56,7 +56,7 @@ def _chunk(call: Call, chunk: Any) -> None:
         _hidden_cost(call, chunk)
 
 
-def _provider(instance: Any, kwargs: Mapping[str, Any]) -> str:
+def _provider(instance: Any, kwargs: Mapping[str, Any], base_url: Any) -> str:
     """The provider LiteLLM routes the model to (`openai`, `anthropic`, ...), else `litellm`."""
     explicit = kwargs.get("custom_llm_provider")
     if isinstance(explicit, str) and explicit:

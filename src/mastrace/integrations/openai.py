@@ -41,6 +41,7 @@ from typing import Any
 
 from .. import semconv
 from .._errors import warn_once
+from .._genai import LastSeen
 from ..usage import CostCalculator
 from ._llm_calls import Call, Options, Patches, Reader, version_known
 from ._messages import openai_request
@@ -52,8 +53,13 @@ _patches = Patches()
 _SUPPORTED_MAJOR = (1, 2, 3)
 
 
-def _provider(instance: Any, kwargs: Mapping[str, Any]) -> str:
-    base = str(_base_url(instance, kwargs) or "")
+def _provider(instance: Any, kwargs: Mapping[str, Any], base_url: Any) -> str:
+    return _provider_of(base_url)  # type: ignore[no-any-return]
+
+
+@LastSeen
+def _provider_of(base_url: Any) -> str:
+    base = str(base_url or "")
     if "openrouter" in base:
         return "openrouter"
     return "azure.ai.openai" if ".openai.azure.com" in base else "openai"
@@ -111,14 +117,22 @@ def _response(call: Call, response: Any) -> None:
 
 
 def _chunk(call: Call, chunk: Any) -> None:
-    # Runs once per chunk: plain attribute reads (see benchmarks/bench_openai.py).
-    if call.chunks == 1 or getattr(chunk, "usage", None) is not None or type(chunk) is dict:
+    # Runs once per chunk: plain attribute reads (see benchmarks/bench_openai.py). A
+    # `ChatCompletionChunk` has every field; `getattr(..., None)` is for chunks of other shapes.
+    try:
+        choices, usage = chunk.choices, chunk.usage
+    except AttributeError:
+        choices, usage = getattr(chunk, "choices", None), getattr(chunk, "usage", None)
+    if usage is not None or call.chunks == 1 or type(chunk) is dict:
         _read_common(call, chunk)
     capture = call.capture
-    for choice in getattr(chunk, "choices", None) or ():
-        delta = getattr(choice, "delta", None)
-        reason = getattr(choice, "finish_reason", None)
-        tool_calls = getattr(delta, "tool_calls", None)
+    for choice in choices or ():
+        try:
+            delta, reason = choice.delta, choice.finish_reason
+            tool_calls = delta.tool_calls
+        except AttributeError:
+            delta, reason = getattr(choice, "delta", None), getattr(choice, "finish_reason", None)
+            tool_calls = getattr(delta, "tool_calls", None)
         if reason or tool_calls or capture:
             _choice_delta(call, choice, delta, reason, tool_calls)
     if call.finish_reasons and call.usage is not None:  # usage comes last, after the finish

@@ -240,6 +240,16 @@ class Scrubber:
             self._remember(s, plain)
         return plain
 
+    def is_plain_json(self, s: str) -> bool:
+        """Whether a JSON text too long for `is_plain_text` to remember scrubs to itself.
+
+        It costs a scrub (what the caller would do next anyway), and a plain one is remembered (see
+        `_scrub_string`). False with a callback or custom patterns, as `is_plain_text` says then.
+        """
+        if self._custom or self._callback is not None or len(s) <= _CACHED_TEXT_MAX or s[0] not in "{[":
+            return False
+        return self._scrub_string(s, (), ScrubTrail(), 0) is s
+
     def _remember(self, s: str, plain: bool) -> None:
         cache = self._plain_cache
         if len(cache) >= _MAX_CACHED_TEXTS:
