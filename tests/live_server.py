@@ -1,4 +1,5 @@
-"""A Starlette app served by Uvicorn on a free loopback port, for tests of HTTP routes."""
+"""Servers on a free loopback port for tests: a Starlette app under Uvicorn (`running`), or a
+standard-library request handler (`serving`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -34,3 +36,15 @@ def running(routes: list[Any]) -> Iterator[str]:
         server.should_exit = True
         thread.join(timeout=30)
         sock.close()
+
+
+@contextmanager
+def serving(handler: type[BaseHTTPRequestHandler], path: str = "") -> Iterator[str]:
+    """Serve `handler` on a free loopback port until the block ends; yields the base URL plus `path`."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}{path}"
+    finally:
+        server.shutdown()
+        server.server_close()

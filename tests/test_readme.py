@@ -34,7 +34,6 @@ import socket
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -42,6 +41,8 @@ from importlib.metadata import metadata
 from pathlib import Path
 
 import pytest
+
+from live_server import serving
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -228,15 +229,11 @@ def _prepare(block: Block, work: Path, home: Path, request: pytest.FixtureReques
 @pytest.fixture(scope="module")
 def openai_url() -> Iterator[str]:
     """An OpenAI-compatible server on loopback (the one the OpenAI integration's tests use)."""
-    from http.server import ThreadingHTTPServer
 
     from integrations.test_openai import Handler
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
+    with serving(Handler, "/v1") as url:
+        yield url
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 import mastrace
+from live_server import serving
 from mastrace.exporters.otlp import FastFailExporter
 
 SCRIPT = textwrap.dedent(
@@ -65,11 +66,8 @@ def receiver() -> Iterator[str]:
         def log_message(self, format: str, *args: Any) -> None:
             return None
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with serving(Handler) as url:
+        yield url
 
 
 @pytest.fixture

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-import threading
 import warnings
 from collections.abc import Iterator
-from http.server import ThreadingHTTPServer
 from typing import Any
 
 import pytest
+
+from live_server import serving
 
 # LiteLLM fetches its price table from the internet on import unless told to use its own copy, and
 # warns (DeprecationWarning) while loading it.
@@ -34,11 +34,8 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:litellm.*")
 
 @pytest.fixture(scope="module")
 def url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
+    with serving(Handler, "/v1") as url:
+        yield url
 
 
 @pytest.fixture

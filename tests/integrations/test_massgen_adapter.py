@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import threading
 import time
 from collections.abc import Iterator
-from http.server import ThreadingHTTPServer
 
 import openai
 import pytest
 
+from live_server import serving
 from mastrace._errors import reset_reported
 from mastrace.integrations import massgen as integration
 from mastrace.integrations.openai import instrument_openai, uninstrument_openai
@@ -86,11 +85,8 @@ def test_message_templates_are_formatted_and_records_name_agents(mastrace_spans:
 
 @pytest.fixture(scope="module")
 def server_url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
+    with serving(Handler, "/v1") as url:
+        yield url
 
 
 def test_the_sdk_call_takes_over_the_frameworks_llm_span(

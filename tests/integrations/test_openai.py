@@ -6,9 +6,8 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import openai
@@ -16,6 +15,7 @@ import pydantic
 import pytest
 
 import mastrace
+from live_server import serving
 from mastrace.integrations.openai import instrument_openai, uninstrument_openai
 from mastrace.testing import CapturedSpans
 
@@ -93,11 +93,8 @@ class Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def server_url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
+    with serving(Handler, "/v1") as url:
+        yield url
 
 
 @pytest.fixture
@@ -268,21 +265,19 @@ def test_a_client_pointed_elsewhere_is_recorded_at_its_new_address(
 ) -> None:
     """The server and provider follow a client whose base URL changes between calls (they are remembered
     per URL object, and a new URL is a new object)."""
-    other = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=other.serve_forever, daemon=True).start()
-    try:
+    with serving(Handler, "/openrouter/v1") as other:
         client = _client(server_url)
         for _ in range(2):
             client.chat.completions.create(model="gpt-x", messages=[{"role": "user", "content": "x"}])
-        client.base_url = f"http://127.0.0.1:{other.server_address[1]}/openrouter/v1"  # type: ignore[assignment]
+        client.base_url = other  # type: ignore[assignment]
         client.chat.completions.create(model="gpt-x", messages=[{"role": "user", "content": "x"}])
-    finally:
-        other.shutdown()
-        other.server_close()
     assert mastrace_spans.names() == ["llm.openai.chat", "llm.openai.chat", "llm.openrouter.chat"]
     first, second, moved = (dict(s.attributes or {}) for s in mastrace_spans.spans)
     assert first["server.port"] == second["server.port"] == int(server_url.split(":")[2].split("/")[0])
-    assert (moved["server.port"], moved["gen_ai.provider.name"]) == (other.server_address[1], "openrouter")
+    assert (moved["server.port"], moved["gen_ai.provider.name"]) == (
+        int(other.split(":")[2].split("/")[0]),
+        "openrouter",
+    )
     assert first["gen_ai.provider.name"] == "openai"
 
 
