@@ -302,3 +302,28 @@ def test_pushing_twice_into_a_mastrace_store_doubles_no_number(tmp_path: Path, m
         assert '"spans": 20' in runs.stdout and "20 extra copy(ies)" in runs.stderr
     finally:
         intake.stop()
+
+
+def test_the_push_record_counts_what_it_sent_and_an_older_record_is_counted_once(
+    tmp_path: Path, scripted: Callable[..., Scripted], mastrace_cli: Runner
+) -> None:
+    """The record keeps the number of spans sent per segment, so the next push says how many were
+    sent before without reading them; a record written before that count existed is counted from
+    its segments, and gets the count."""
+    import json
+
+    store = stored_spans(tmp_path / "store", 30)
+    receiver = scripted(OK)
+    url = receiver.url
+    assert "sent 30 span(s)" in mastrace_cli("push", "--to", url, store=store).stdout
+    from mastrace.store._replay import PUSHED_DIR
+
+    (record,) = (store / PUSHED_DIR).glob("*.json")
+    data = json.loads(record.read_text())
+    assert sum(data["lines"].values()) == 30 and data["lines"].keys() == data["offsets"].keys()
+    del data["lines"]  # as an older version wrote it
+    record.write_text(json.dumps(data))
+    again = mastrace_cli("push", "--to", url, store=store)
+    assert "sent 0 span(s)" in again.stdout and "30 already sent before" in again.stdout
+    assert sum(json.loads(record.read_text())["lines"].values()) == 30
+    assert len(receiver.spans()) == 30 and max(receiver.spans().values()) == 1

@@ -195,7 +195,7 @@ def _push_store(
     live = live_acked(store, key, aliases=names, same=_same_receiver(key))
     filtered = traces is not None or since is not None
 
-    def flush(batch: list[StoredSpan], segment: str, offset: int | None) -> None:
+    def flush(batch: list[StoredSpan], segment: str, offset: int | None, spans: int) -> None:
         if batch:
             delivery = send([s.span for s in batch])
             counts.sent += len(batch)
@@ -207,14 +207,22 @@ def _push_store(
             state.span_ids.update(s.span_id for s in batch)
         elif offset is not None:
             state.offsets[segment] = offset
+            state.lines[segment] = spans
         if batch or offset is not None:
             state.save(store)
 
     for path in segment_paths(store):
         recorded = state.offsets.get(path.name, 0)
         start = 0 if filtered else recorded
-        if start:  # sent by an earlier push, not read again: counted by its lines
-            counts.already += _lines_before(path, start)
+        spans = 0  # spans of the segment up to `offset`
+        if start:  # what earlier pushes sent is not read again: the record counts it (an older record
+            # has no count: its lines are counted once, here)
+            known = state.lines.get(path.name)
+            spans = known if known is not None else _lines_before(path, start)
+            counts.already += spans
+            if known is None:
+                state.lines[path.name] = spans
+                state.save(store)
         batch: list[StoredSpan] = []
         offset: int | None = None
         for item in read_segment(path, start):
@@ -222,6 +230,7 @@ def _push_store(
                 counts.skipped += 1
                 offset = item
                 continue
+            spans += 1
             offset = item.end_offset
             if item.end_offset <= recorded or item.span_id in state.span_ids or item.span_id in live:
                 counts.already += 1  # acknowledged by an earlier push, or live
@@ -232,9 +241,9 @@ def _push_store(
                 continue
             batch.append(item)
             if len(batch) >= BATCH:
-                flush(batch, path.name, offset)
+                flush(batch, path.name, offset, spans)
                 batch = []
-        flush(batch, path.name, offset if offset is not None and offset > start else None)
+        flush(batch, path.name, offset if offset is not None and offset > start else None, spans)
 
 
 def _lines_before(path: Path, offset: int) -> int:

@@ -225,11 +225,16 @@ def live_acked(
 
 @dataclass
 class PushState:
-    """What one destination has acknowledged: a byte offset per segment, and single span ids."""
+    """What one destination has acknowledged: a byte offset per segment, and single span ids.
+
+    `lines` counts the spans before each offset (what earlier pushes sent there), so that a push can
+    say how much was sent before without reading it again; a record from before it was kept has none.
+    """
 
     destination: str
     offsets: dict[str, int] = field(default_factory=dict)
     span_ids: set[str] = field(default_factory=set)
+    lines: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def load(cls, store: Path, destination: str, aliases: Iterable[str] = ()) -> PushState:
@@ -242,12 +247,17 @@ class PushState:
                 data = json.loads(path.read_text())
                 offsets = {str(k): int(v) for k, v in (data.get("offsets") or {}).items()}
                 span_ids = {str(s) for s in data.get("span_ids") or ()}
+                lines = {str(k): int(v) for k, v in (data.get("lines") or {}).items()}
             except FileNotFoundError:
                 continue
             except (OSError, ValueError, TypeError, AttributeError) as exc:
                 raise ValueError(f"cannot read the push record {path}: {exc}") from exc
             for segment, offset in offsets.items():
-                state.offsets[segment] = max(offset, state.offsets.get(segment, 0))
+                if offset > state.offsets.get(segment, 0):  # the count goes with the offset it is for
+                    state.offsets[segment] = offset
+                    state.lines.pop(segment, None)
+                    if segment in lines:
+                        state.lines[segment] = lines[segment]
             state.span_ids |= span_ids
         return state
 
@@ -255,7 +265,12 @@ class PushState:
         """Write the record atomically (a crash leaves the old one or the new one, never half)."""
         path = state_path(store, self.destination)
         path.parent.mkdir(parents=True, exist_ok=True)
-        data = {"destination": self.destination, "offsets": self.offsets, "span_ids": sorted(self.span_ids)}
+        data = {
+            "destination": self.destination,
+            "offsets": self.offsets,
+            "lines": self.lines,
+            "span_ids": sorted(self.span_ids),
+        }
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps(data, indent=1))
         os.replace(tmp, path)
