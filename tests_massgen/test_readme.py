@@ -17,6 +17,9 @@ from .conftest import MODELS, write_config
 from .fake_llm import Ledger, make_server
 
 ROOT = Path(__file__).resolve().parents[1]
+# tests/test_readme.py imports its helpers (`live_server`) as pytest's rootdir would put them: from tests/.
+if str(ROOT / "tests") not in sys.path:
+    sys.path.insert(0, str(ROOT / "tests"))
 _spec = importlib.util.spec_from_file_location("readme_blocks", ROOT / "tests" / "test_readme.py")
 assert _spec is not None and _spec.loader is not None
 readme = importlib.util.module_from_spec(_spec)
