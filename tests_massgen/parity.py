@@ -1,8 +1,8 @@
 """The same figures from three sources, per coordination turn: what the loopback server handed out
 (the ledger), what MassGen wrote in its log folder, and what mastrace stored.
 
-Run as a script to print the side-by-side table of the scenarios:
-`.venv-massgen/bin/python -m tests_massgen.parity`.
+`test_parity.py` prints the side-by-side table of each scenario:
+`.venv-massgen/bin/python -m pytest -s tests_massgen/test_parity.py`.
 """
 
 from __future__ import annotations

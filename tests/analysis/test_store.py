@@ -38,6 +38,14 @@ def test_latest_and_previous_are_sessions(two_runs: tuple[Path, str, str]) -> No
         )
 
 
+def test_a_missing_alias_says_how_many_runs_the_store_has(writer: TraceWriter, tmp_path: Path) -> None:
+    """With one session, `previous` is an error that says the store has one run (a model reads it too)."""
+    write_session(writer)
+    with TraceStore(tmp_path / "store") as store, pytest.raises(StoreError) as caught:
+        store.resolve("previous")
+    assert str(caught.value).endswith("has 1 run")
+
+
 NEWER_SESSION = "f" * 32
 
 

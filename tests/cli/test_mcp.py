@@ -16,6 +16,7 @@ import pytest
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+import mastrace
 from mastrace.mcp_server._tools import MAX_ROWS, MAX_VALUE_CHARS
 from mastrace.store import query
 from seed_run import SEED_QUERIES, Store, write_store
@@ -81,6 +82,16 @@ def test_tools_are_listed_with_logfires_names_and_arguments(store: Store) -> Non
     assert all(t.annotations is not None and t.annotations.read_only_hint for t in tools)
     required = {t.name: set(t.input_schema.get("required", [])) for t in tools}
     assert required["arbitrary_query"] == {"query"} and required["diff"] == {"a", "b"}
+
+
+def test_the_server_names_itself_with_mastraces_version(store: Store) -> None:
+    """A client (and its logs) sees which mastrace answers, not an empty version."""
+
+    async def body(session: ClientSession) -> Any:
+        return (await session.initialize()).server_info
+
+    info = _session(store.path, body)
+    assert (info.name, info.version) == ("mastrace", mastrace.__version__)
 
 
 def test_every_seed_query_is_answered_by_arbitrary_query(store: Store) -> None:

@@ -453,7 +453,10 @@ class TraceStore:
             self.ensure_not_empty()
         sessions = [r for r in refs if r.is_session] or refs
         if position >= len(sessions):
-            raise StoreError(f"there is no {alias!r} run: the store at {self.where} has {len(sessions)}")
+            raise StoreError(
+                f"there is no {alias!r} run: the store at {self.where} has {len(sessions)} "
+                f"run{'' if len(sessions) == 1 else 's'}"
+            )
         return sessions[position].trace_id
 
     def _latest_sessions(self, limit: int) -> list[str]:

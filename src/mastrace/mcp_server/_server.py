@@ -58,8 +58,12 @@ def build_server(stores: StorePaths = None, *, serve_url: str = DEFAULT_SERVE_UR
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp.types import ToolAnnotations
 
+    from .. import __version__
+
     tools = Tools(stores, serve_url)
-    server: MCPServer = MCPServer("mastrace", instructions=INSTRUCTIONS, log_level="WARNING")
+    server: MCPServer = MCPServer(
+        "mastrace", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING"
+    )
     read_only = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
 
     def answer(call: Callable[..., T], *args: Any) -> T:
