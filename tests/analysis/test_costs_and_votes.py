@@ -133,7 +133,8 @@ def test_llm_calls_priced_without_agent_spans_cost_what_they_cost(
     tmp_path: Path, peer: str, instrumented_llms: None
 ) -> None:
     """A program of plain SDK calls (no agent spans) priced by genai-prices: `runs` and the report
-    total the calls' prices instead of showing no cost at all."""
+    total the calls' prices instead of showing no cost at all, and each call's line in `tree` and
+    the UI's waterfall shows its own price."""
     import mastrace
     from genai_peer import anthropic_client
     from mastrace.store import query
@@ -157,6 +158,20 @@ def test_llm_calls_priced_without_agent_spans_cost_what_they_cost(
     assert run.cost == pytest.approx(priced) and run.cost_text == format_cost(priced)
     assert report.overview.total_cost == pytest.approx(priced)
     assert sum(row.cost or 0 for row in report.usage) == pytest.approx(priced)
+
+    from mastrace.analysis import render_tree
+    from mastrace.serve._ui_pages import waterfall_rows
+
+    with TraceStore(tmp_path / "store") as store:
+        calls = [s for s in store.spans(run.trace_id) if s.name.startswith("llm.")]
+        text = render_tree(store.spans(run.trace_id))
+        lines = [line for line in text.splitlines() if "llm." in line]
+        rows = [r for r in waterfall_rows(store, run.trace_id) if r["kind"] == "llm"]
+    each = [s.attributes["mastrace.usage"]["cost"] for s in calls]
+    assert len(each) == len(lines) == len(rows) == 3 and all(c > 0 for c in each)
+    assert [line.count(f"cost={format_cost(c)}") for line, c in zip(lines, each, strict=True)] == [1, 1, 1]
+    assert [r["keys"]["cost"] for r in rows] == pytest.approx(each)
+    assert "cost=" not in next(line for line in text.splitlines() if "my.app.run" in line)
 
 
 @pytest.mark.parametrize("order", [(0.1, 0.2, 0.3), (0.3, 0.2, 0.1), (0.2, 0.3, 0.1)])

@@ -126,6 +126,38 @@ def test_summary_header_states_start_duration_agents_tokens_cost_and_errors(
     assert page.text_content("#s-errors") == "0"
 
 
+def _priced_call(tracer: mastrace.Tracer, cost: float) -> None:
+    """An instrumented SDK call: its price is in its usage record, not under `massgen.*`."""
+    usage = {"input_tokens": 100, "output_tokens": 10, "cost": cost}
+    attributes = {"gen_ai.usage.input_tokens": 100, "gen_ai.usage.output_tokens": 10, "mastrace.usage": usage}
+    with tracer.span("llm.openai.chat", attributes=attributes):
+        pass
+
+
+def test_sdk_calls_show_their_price_and_a_run_of_them_adds_up_once(server: IntakeServer, page: Page) -> None:
+    """A priced SDK call shows its cost on its row. A run of such calls alone totals them; a run whose
+    rounds carry the cost totals the rounds, so a call inside a round is not counted twice."""
+
+    def calls_only(tracer: mastrace.Tracer) -> None:
+        _priced_call(tracer, 0.001)
+        _priced_call(tracer, 0.0005)
+
+    def calls_in_a_round(tracer: mastrace.Tracer) -> None:
+        with tracer.span("agent.agent_a.round_0", attributes=ROUND_USAGE):
+            _priced_call(tracer, 0.00018)
+
+    for build, spans, total, tokens in (
+        (calls_only, 3, "$0.0015", "200 / 20"),
+        (calls_in_a_round, 3, "$0.00018", "1,234 / 56"),
+    ):
+        trace_id = write_here(server.intake.store, build)
+        page.goto(url(server, f"/runs/{trace_id}"))
+        page.wait_for_selector(f"#status:has-text('{spans} span(s), live')")
+        rows = page.locator(".row:has(.label:text-is('llm.openai.chat')) .keys").all_text_contents()
+        assert rows and all(re.search(r" · \$0\.\d+", text) for text in rows), rows
+        assert (page.text_content("#s-cost"), page.text_content("#s-tokens")) == (total, tokens)
+
+
 def test_subtrees_collapse_and_expand(server: IntakeServer, page: Page) -> None:
     """The toggle of a round hides its calls and shows them again; collapse all keeps the top level."""
     open_run(server, page)

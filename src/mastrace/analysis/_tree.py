@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -160,16 +161,28 @@ def _shown(label: str, value: Any) -> str:
     return f"{label}={format_value(value, 40)}"
 
 
+def _llm_call_cost(attrs: dict[str, Any]) -> float | None:
+    """An instrumented SDK call's own price, from its `mastrace.usage` record (None: not priced)."""
+    usage = attrs.get(semconv.MASTRACE_USAGE)
+    if isinstance(usage, str) and usage.startswith("{"):
+        try:
+            usage = json.loads(usage)
+        except ValueError:
+            return None
+    cost = usage.get("cost") if isinstance(usage, dict) else None
+    return float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None
+
+
 def key_attributes(span: SpanRow) -> list[str]:
     """The few attributes worth showing next to a span in a tree, as `label=value` strings."""
     attrs = span.attributes
     out = []
     for label, keys in _KEY_ATTRIBUTES:
-        for key in keys:
-            value = attrs.get(key)
-            if value is not None and value != "":
-                out.append(_shown(label, value))
-                break
+        value = next((v for v in map(attrs.get, keys) if v is not None and v != ""), None)
+        if value is None and label == "cost" and span.name.startswith(semconv.SPAN_LLM_PREFIX):
+            value = _llm_call_cost(attrs)
+        if value is not None:
+            out.append(_shown(label, value))
     if attrs.get(semconv.MASTRACE_COST_UNKNOWN) is True:  # not a real $0: part of the cost has no price
         models = attrs.get(semconv.MASTRACE_COST_UNKNOWN_MODELS)
         out = [o for o in out if not o.startswith("cost=")]

@@ -27,7 +27,11 @@ KEY_ATTRIBUTES: Final[dict[str, tuple[str, ...]]] = {
     "agent": (semconv.MASSGEN_AGENT_ID, semconv.GEN_AI_AGENT_ID),
     "tool": (semconv.GEN_AI_TOOL_NAME,),
 }
-_PATHS = ", ".join("'$.\"" + key + "\"'" for keys in KEY_ATTRIBUTES.values() for key in keys)
+# An instrumented SDK call keeps its price in its usage record: an LLM row shows it as its cost.
+_LLM_COST_PATH: Final = "'$.\"" + semconv.MASTRACE_USAGE + "\".cost'"
+_PATHS = ", ".join(
+    ["'$.\"" + key + "\"'" for keys in KEY_ATTRIBUTES.values() for key in keys] + [_LLM_COST_PATH]
+)
 _ROWS_SQL = f"""
 SELECT span_id, parent_span_id, span_name, message, span_type, level,
        epoch_us(start_timestamp) AS start_us, epoch_us(end_timestamp) AS end_us,
@@ -92,7 +96,12 @@ def waterfall_rows(
         if r["span_type"] == "log":
             row["log"] = True
         if r["k"] and any(v is not None for v in r["k"]):
-            row["keys"] = _keys(list(r["k"]))
+            *values, llm_cost = r["k"]
+            keys = _keys(values)
+            if row["kind"] == "llm" and "cost" not in keys and (cost := _number(llm_cost)) is not None:
+                keys["cost"] = cost
+            if keys:
+                row["keys"] = keys
         out.append(row)
     return out
 
