@@ -280,7 +280,8 @@ def _start_server(block: Block, work: Path, env: dict[str, str]) -> subprocess.P
 
 
 def _stop(process: subprocess.Popen[str]) -> None:
-    os.killpg(process.pid, signal.SIGINT)
+    # SIGTERM, not SIGINT: a suite started in the background ignores SIGINT, and so do its children.
+    os.killpg(process.pid, signal.SIGTERM)
     try:
         process.wait(timeout=30)
     except subprocess.TimeoutExpired:

@@ -148,7 +148,10 @@ def test_runs_can_be_searched_by_span_content_and_errors(server: IntakeServer) -
 
 
 def _serve_banner(store: Path, **env: str) -> tuple[subprocess.Popen[str], list[str]]:
-    """`mastrace serve` in a process of its own, and its banner lines (read until the UI's address)."""
+    """`mastrace serve` in a process of its own, and its banner lines (read until the UI's address).
+
+    Stopped with SIGTERM: a suite started in the background (`cmd &` in a script) ignores SIGINT, and
+    so do the processes it starts."""
     process = subprocess.Popen(
         [str(MASTRACE), "serve", "--store", str(store), "--http-port", "0", "--grpc-port", "-1"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**clean_env(), **env},
@@ -171,10 +174,10 @@ def test_serve_prints_the_address_of_its_ui(tmp_path: Path) -> None:
         with urllib.request.urlopen(found.group(1)) as reply:
             assert reply.status == 200 and "<title>mastrace runs</title>" in reply.read().decode()
     finally:
-        process.send_signal(signal.SIGINT)
+        process.send_signal(signal.SIGTERM)
         process.wait(timeout=60)
     process, lines = _serve_banner(tmp_path / "store", MASTRACE_SERVE_TOKEN="0123456789abcdef0123")
-    process.send_signal(signal.SIGINT)
+    process.send_signal(signal.SIGTERM)
     process.wait(timeout=60)
     assert lines[-1].endswith("/?token=0123456789abcdef0123"), lines
 
