@@ -15,12 +15,11 @@ import pytest
 from live_server import serving
 from mastrace._errors import reset_reported
 from mastrace.integrations import massgen as integration
+from mastrace.integrations._massgen_logfire import LOGFIRE
 from mastrace.integrations.openai import instrument_openai, uninstrument_openai
 from mastrace.testing import CapturedSpans
 
 from .test_openai import COMPLETION_TOKENS, PROMPT_TOKENS, Handler
-
-LOGFIRE = integration.LOGFIRE
 
 
 @pytest.fixture(autouse=True)

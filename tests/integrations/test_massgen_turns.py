@@ -11,17 +11,17 @@ from typing import Any
 
 import pytest
 
+from mastrace.integrations import _massgen_spans as spans
 from mastrace.integrations import _massgen_turns as turns
 from mastrace.integrations import massgen as integration
+from mastrace.integrations._massgen_logfire import LOGFIRE
 from mastrace.testing import CapturedSpans
-
-LOGFIRE = integration.LOGFIRE
 
 
 @pytest.fixture(autouse=True)
 def fresh_state() -> Iterator[None]:
     integration.uninstrument_massgen()
-    integration._state.on = integration._state.known = True  # as after instrumenting a known version
+    spans._state.on = spans._state.known = True  # as after instrumenting a known version
     yield
     integration.uninstrument_massgen()
 
@@ -36,12 +36,12 @@ def _vote(voter: str, label: str) -> None:
 
 
 def _open_session(tracker: object) -> Any:
-    token = integration._session_tracker.set(id(tracker))
+    token = spans._session_tracker.set(id(tracker))
     try:
         cm = LOGFIRE.span("coordination.session", **{"massgen.task": "t", "massgen.agent_ids": "a,b"})
         cm.__enter__()
     finally:
-        integration._session_tracker.reset(token)
+        spans._session_tracker.reset(token)
     return cm
 
 
@@ -77,11 +77,11 @@ def test_the_session_ends_after_the_presentation_it_was_closed_in(mastrace_spans
     """MassGen closes the session from inside the winner's presentation: it ends after it."""
     tracker = object()
     session = _open_session(tracker)
-    token = integration._session_tracker.set(id(tracker))
+    token = spans._session_tracker.set(id(tracker))
     with LOGFIRE.span("agent.a.presentation", **{"massgen.agent_id": "a"}):
         session.__exit__(None, None, None)  # the final answer, while presenting
         assert not mastrace_spans.by_name("coordination.session")
-    integration._session_tracker.reset(token)
+    spans._session_tracker.reset(token)
     presentation = mastrace_spans.one("agent.a.presentation")
     session_span = mastrace_spans.one("coordination.session")
     assert presentation.attributes["massgen.outcome"] == "presentation"
