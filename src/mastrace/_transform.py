@@ -146,18 +146,11 @@ def _untouched(span: ReadableSpan, scrubber: Scrubber | None, limits: Limits) ->
         elif t is int:
             if not _INT_MIN <= value <= _INT_MAX:
                 return False
-        elif t is tuple:  # finish reasons, model names, ids: texts, each tested as a text above
+        elif t is tuple:  # finish reasons, model names, ids: texts, each tested as `_plain` tests one
             if not value or len(value) > limits.max_sequence_items:
                 return False
             for item in value:  # each one capped and made UTF-8-safe, however short
-                if (
-                    type(item) is not str
-                    or not utf8_safe(item)
-                    or (
-                        len(item) >= _SHORT
-                        and not (len(item) <= short and (item in texts or scrubber.is_plain_text(item)))
-                    )
-                ):
+                if type(item) is not str or not utf8_safe(item) or not _plain(item, short, scrubber):
                     return False
         elif t is not float and t is not bool:
             return False
