@@ -96,6 +96,12 @@ def test_with_cost_copies_every_field_and_a_subclass_keeps_its_own() -> None:
         reasoning_tokens=3,
         audio_tokens=4,
     )
+    # Every field is set above to other than its default: a field added to TokenUsage must be set
+    # there too, so that this test sees `with_cost` copy it.
+    defaults = TokenUsage()
+    assert [
+        f.name for f in dataclasses.fields(TokenUsage) if getattr(usage, f.name) == getattr(defaults, f.name)
+    ] == []
     priced = usage.with_cost("0.25")  # type: ignore[arg-type]  # as a calculator may answer
     assert priced.to_dict() == {**usage.to_dict(), "cost": 0.25} and type(priced) is TokenUsage
     priced.units["calls"] = 9
