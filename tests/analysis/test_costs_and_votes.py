@@ -26,6 +26,9 @@ from .conftest import TraceWriter, agent, usage
         (5e-9, "$0.000000005"),
         (-0.002, "-$0.002"),
         (None, "-"),
+        (float("nan"), "—"),  # not a number a cost can be: unknown, as a sender may have recorded it
+        (float("inf"), "—"),
+        (float("-inf"), "—"),
     ],
 )
 def test_costs_print_with_enough_digits_to_be_non_zero(value: float | None, text: str) -> None:

@@ -210,3 +210,42 @@ def test_the_spans_api_gives_each_row_its_kind_and_key_attributes(server: Intake
     }
     assert _get(server, "/static/ui.js")[0] == 200 and _get(server, "/static/../../etc/passwd")[0] == 404
     assert _get(server, "/static/nothing.js")[0] == 404
+
+
+def _strict_json(text: str) -> object:
+    """JSON as a browser's `JSON.parse` reads it: no NaN or Infinity."""
+
+    def refuse(constant: str) -> object:
+        raise ValueError(f"not JSON: {constant}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.parametrize("odd", [float("nan"), float("inf"), float("-inf")])
+def test_a_number_json_cannot_hold_never_breaks_a_page(server: IntakeServer, odd: float) -> None:
+    """A sender's NaN or infinite cost and tokens: runs, spans, span details, the report and the diff
+    still answer 200 with JSON a browser parses, and the cost reads as unknown, never `$nan`."""
+    mastrace.configure(local=server.intake.store, service_name="ui")
+    tracer = mastrace.get_tracer("ui")
+    odd_usage = {"massgen.agent_id": "a", "massgen.usage.cost": odd, "massgen.usage.input": odd}
+    with tracer.span("coordination.session") as session:
+        with tracer.span("agent.a.round_0", attributes=odd_usage) as round_span:
+            pass
+        with tracer.span("llm.openai.chat", attributes={"mastrace.usage": {"cost": odd, "input_tokens": 3}}):
+            pass
+    mastrace.shutdown()
+    trace_id = f"{session.span_context.trace_id:032x}"
+    span_id = f"{round_span.span_context.span_id:016x}"
+    for path in (
+        "/api/runs",
+        f"/api/runs/{trace_id}/spans",
+        f"/api/runs/{trace_id}/spans/{span_id}",
+        f"/api/diff?a={trace_id}&b={trace_id}",
+    ):
+        status, body = _get(server, path)
+        assert status == 200, (path, body[:300])
+        _strict_json(body)
+    (run,) = _strict_json(_get(server, "/api/runs")[1])  # type: ignore[misc]
+    assert run["cost_text"] == "—", run
+    status, page = _get(server, f"/runs/{trace_id}/report")
+    assert status == 200 and "$nan" not in page.lower() and "$inf" not in page.lower()

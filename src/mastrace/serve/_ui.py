@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import math
+from collections.abc import Mapping
 from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any
@@ -97,6 +98,14 @@ def ui_routes(store: Path, pool: Executor | None = None) -> list[Any]:
 
     # One DuckDB thread a read (intake keeps the other cores), 1 GB, 30 s.
     limits = QueryLimits(timeout=30.0, memory=1000**3, max_rows=None, threads=1)
+
+    def json_answer(content: Any, headers: Mapping[str, str]) -> Response:
+        """`content` as JSON; what JSON cannot hold (a NaN or infinite number a sender recorded, a
+        datetime) goes as text, so one odd span never makes a page's answer fail."""
+        try:
+            return JSONResponse(content, headers=headers)
+        except (ValueError, TypeError):
+            return JSONResponse(jsonable(content), headers=headers)
 
     assets = files(__package__) / "assets"
     index = (assets / "index.html").read_text(encoding="utf-8")
@@ -240,7 +249,7 @@ def ui_routes(store: Path, pool: Executor | None = None) -> list[Any]:
         answer = await off_loop(request, read_runs, text, errors)
         if isinstance(answer, Response):
             return answer
-        return JSONResponse(answer[0], headers=answer[1])
+        return json_answer(answer[0], answer[1])
 
     async def api_spans(request: Request) -> Response:
         """A run's spans without details, in start order; with `since_us`, only those that ended
@@ -254,7 +263,7 @@ def ui_routes(store: Path, pool: Executor | None = None) -> list[Any]:
         answer = await off_loop(request, read_spans, request.path_params["trace_id"], since, text)
         if isinstance(answer, Response):
             return answer
-        return JSONResponse(answer[0], headers=answer[1])
+        return json_answer(answer[0], answer[1])
 
     async def api_span(request: Request) -> Response:
         answer = await off_loop(
@@ -264,7 +273,7 @@ def ui_routes(store: Path, pool: Executor | None = None) -> list[Any]:
             return answer
         if answer[0] is None:
             return PlainTextResponse("no such span in this run", 404, headers=answer[1])
-        return JSONResponse(answer[0], headers=answer[1])
+        return json_answer(answer[0], answer[1])
 
     async def diff(request: Request) -> Response:
         """The diff page; 404 (with the reason) when a run it names is not in the store."""
@@ -283,7 +292,7 @@ def ui_routes(store: Path, pool: Executor | None = None) -> list[Any]:
         answer = await off_loop(request, read_diff, a, b)
         if isinstance(answer, Response):
             return answer
-        return JSONResponse(jsonable(answer[0]), headers=answer[1])
+        return json_answer(answer[0], answer[1])
 
     async def view(request: Request) -> Response:
         answer = await off_loop(request, read_view, request.path_params["trace_id"])
