@@ -39,8 +39,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
-from mastrace._snapshot import Limits
-from mastrace._transform import prepare_span
+from mastrace.pipeline._snapshot import Limits
+from mastrace.pipeline._transform import prepare_span
 from mastrace.scrubbing._engine import Scrubber
 from mastrace.scrubbing._matchers import available
 from mastrace.scrubbing._table import RULES, expand

@@ -42,8 +42,8 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from mastrace._snapshot import Limits
-from mastrace._transform import prepare_span
+from mastrace.pipeline._snapshot import Limits
+from mastrace.pipeline._transform import prepare_span
 from mastrace.scrubbing._engine import Scrubber
 from mastrace.store import LocalStoreExporter
 

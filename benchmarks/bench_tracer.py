@@ -27,7 +27,7 @@ def main() -> None:
     import logfire
 
     import mastrace
-    from mastrace import _tracer
+    from mastrace.tracing import _tracer
 
     # Raw SDK: one provider with a BatchSpanProcessor feeding an exporter that drops everything.
     provider = TracerProvider()
@@ -107,7 +107,7 @@ def main() -> None:
                 pass
 
     # The state of a tracer when mastrace is unconfigured or MASTRACE_DISABLED=1: no OTel tracer.
-    from mastrace._state import STATE
+    from mastrace.setup._state import STATE
 
     disabled._gen = STATE.generation
     disabled._otel = None

@@ -9,10 +9,11 @@ import pytest
 from opentelemetry import propagate
 
 from genai_peer import serve
-from mastrace import _config, _context
-from mastrace._errors import reset_reported
 from mastrace.integrations.anthropic import instrument_anthropic, uninstrument_anthropic
 from mastrace.integrations.openai import instrument_openai, uninstrument_openai
+from mastrace.setup import _config
+from mastrace.tracing import _context
+from mastrace.tracing._errors import reset_reported
 from phoenix_server import Phoenix, run_phoenix
 
 _ENV_PREFIXES = ("MASTRACE_", "OTEL_", "LOGFIRE_")

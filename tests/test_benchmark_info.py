@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 import mastrace
-from mastrace import _benchmark_info as info_module
-from mastrace._benchmark_info import benchmark_info, benchmark_info_ready, environment_info, git_info
+from mastrace.setup import _benchmark_info as info_module
+from mastrace.setup._benchmark_info import benchmark_info, benchmark_info_ready, environment_info, git_info
 from mastrace.testing import CapturedSpans
 
 DEADLINE_S = 60.0

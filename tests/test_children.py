@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import mastrace
-from mastrace._children import CHILD_SETTINGS_ENV
+from mastrace.setup._children import CHILD_SETTINGS_ENV
 from mastrace.store import query
 
 WORKER = """

@@ -11,9 +11,9 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import mastrace
-from mastrace import _config
-from mastrace._tracer import NOOP_SPAN
+from mastrace.setup import _config
 from mastrace.store import query
+from mastrace.tracing._tracer import NOOP_SPAN
 
 
 def run_spans(*names: str) -> None:

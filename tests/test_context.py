@@ -1,4 +1,4 @@
-"""Context propagation: threads, executors, asyncio helpers, and child processes (`_context.py`)."""
+"""Context propagation: threads, executors, asyncio helpers, and child processes (`tracing/_context.py`)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ import pytest
 from opentelemetry import trace
 
 import mastrace
-from mastrace import _context, semconv
+from mastrace import semconv
 from mastrace.testing import CapturedSpans, capture_spans
+from mastrace.tracing import _context
 
 AGENT_IDS = ["agent_a", "agent_b", "agent_c"]
 tracer = mastrace.get_tracer()

@@ -1,4 +1,4 @@
-"""`@mastrace.instrument` (`_instrument.py`): every callable kind, name templates, recording, errors."""
+"""`@mastrace.instrument` (`tracing/_instrument.py`): every callable kind, templates, recording, errors."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ from mastrace import (
     UsageTrackableMixin,
     semconv,
 )
-from mastrace import _snapshots_on_spans as snapshots
+from mastrace.pipeline import _snapshots_on_spans as snapshots
 from mastrace.testing import CapturedSpans, capture_spans
 
 

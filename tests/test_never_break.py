@@ -190,7 +190,7 @@ def test_one_bad_config_field_keeps_the_rest_of_the_snapshot(mastrace_spans: Cap
 
 
 def test_internal_errors_raise_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
-    from mastrace._errors import handle_internal_errors
+    from mastrace.tracing._errors import handle_internal_errors
 
     with pytest.raises(ZeroDivisionError), handle_internal_errors("asked"):
         1 / 0  # noqa: B018

@@ -11,7 +11,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import mastrace
-from mastrace._tracer import NOOP_SPAN
+from mastrace.tracing._tracer import NOOP_SPAN
 
 tracer = mastrace.get_tracer()
 

@@ -13,7 +13,7 @@ from opentelemetry import context, trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 
-from mastrace import _otel_private as private
+from mastrace.tracing import _otel_private as private
 
 SDK = importlib.metadata.version("opentelemetry-sdk")
 

@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 
-from mastrace._pipeline import Destination, FlushResult, Pipeline, SwitchProcessor
+from mastrace.pipeline._pipeline import Destination, FlushResult, Pipeline, SwitchProcessor
 
 WAIT = 30.0  # generous upper bound for things that should happen at once; never a speed requirement
 

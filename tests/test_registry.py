@@ -22,7 +22,7 @@ from mastrace import (
     Usage,
     UsageTrackableMixin,
 )
-from mastrace import _snapshots_on_spans as snapshots
+from mastrace.pipeline import _snapshots_on_spans as snapshots
 
 SECTIONS = {
     "metadata",

@@ -18,9 +18,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import mastrace
-from mastrace import _config, _settings
-from mastrace._config import Settings
-from mastrace._settings import PARAMS, UNSET, UnsetType, render_markdown_table, resolve, resolve_from
+from mastrace.setup import _config, _settings
+from mastrace.setup._config import Settings
+from mastrace.setup._settings import PARAMS, UNSET, UnsetType, render_markdown_table, resolve, resolve_from
 from mastrace.store import query
 
 README = Path(__file__).resolve().parents[1] / "README.md"

@@ -1,4 +1,4 @@
-"""Traced generators (`_streams.py`): every way a stream can end ends its spans once, with the right status.
+"""Traced generators (`tracing/_streams.py`): each way a stream ends ends its spans once, rightly.
 
 Each stream comes in two flavours: decorated with `@mastrace.instrument` and wrapped with
 `mastrace.traced_stream(..., name=...)`. Both give a `stream.round` span around the whole stream
@@ -21,8 +21,8 @@ from opentelemetry.trace import StatusCode
 
 import mastrace
 from mastrace import semconv
-from mastrace._streams import TracedAsyncGenerator, TracedGenerator
 from mastrace.testing import CapturedSpans, capture_spans
+from mastrace.tracing._streams import TracedAsyncGenerator, TracedGenerator
 
 tracer = mastrace.get_tracer()
 ROUND, BODY, CONSUMER = "stream.round", "stream.body", "consumer"

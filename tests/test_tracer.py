@@ -1,4 +1,4 @@
-"""The tracer facade (`_tracer.py`): spans, events, attributes, and misuse that must stay harmless."""
+"""The tracer facade (`tracing/_tracer.py`): spans, events, attributes, and misuse that must stay harmless."""
 
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 import mastrace
-from mastrace import _config, semconv
-from mastrace._state import STATE
+from mastrace import semconv
+from mastrace.setup import _config
+from mastrace.setup._state import STATE
 from mastrace.testing import CapturedSpans, capture_spans
 
 tracer = mastrace.get_tracer()

@@ -1,4 +1,4 @@
-"""Tests for mastrace._transform.prepare_span on spans recorded by the real OpenTelemetry SDK."""
+"""Tests for mastrace.pipeline._transform.prepare_span on spans recorded by the real OpenTelemetry SDK."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import Link, Status, StatusCode, Tracer
 
 from mastrace import semconv
-from mastrace._snapshot import Limits, json_schema
-from mastrace._tracer import coerce_attribute
-from mastrace._transform import prepare_span
+from mastrace.pipeline._snapshot import Limits, json_schema
+from mastrace.pipeline._transform import prepare_span
 from mastrace.scrubbing._engine import Scrubber, ScrubbingOptions
+from mastrace.tracing._tracer import coerce_attribute
 
 OPENAI_KEY = "sk-proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8t"
 LIMITS = Limits()
@@ -454,7 +454,7 @@ def test_a_span_the_fast_path_keeps_is_one_the_full_pass_keeps(
     scrubber: Scrubber,
 ) -> None:
     """Whatever tuples and long JSON hold, the quick test passes a span only when the full pass would."""
-    from mastrace._transform import _Cleaner, _untouched
+    from mastrace.pipeline._transform import _Cleaner, _untouched
 
     span = _record(tracer, exporter, {"items": items, key: _usage_json(**extra)} if items else {key: "x"})
     limits = Limits(max_string_chars=300)

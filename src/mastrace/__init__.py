@@ -18,12 +18,6 @@ from .exceptions import ConfigError, ExportError, MastraceError, MastraceWarning
 TYPE_CHECKING = False
 
 if TYPE_CHECKING:
-    from ._config import configure, force_flush, is_configured, shutdown
-    from ._context import create_task, inject_env, wrap
-    from ._instrument import instrument
-    from ._pipeline import DestinationStats, FlushResult
-    from ._streams import traced_stream
-    from ._tracer import NoOpSpan, Span, Tracer, get_tracer
     from .mixins import (
         AgentMixin,
         ConfigurableMixin,
@@ -34,8 +28,14 @@ if TYPE_CHECKING:
         TraceableMixin,
         UsageTrackableMixin,
     )
+    from .pipeline._pipeline import DestinationStats, FlushResult
     from .registry import Registry
     from .scrubbing._options import ScrubbingOptions
+    from .setup._config import configure, force_flush, is_configured, shutdown
+    from .tracing._context import create_task, inject_env, wrap
+    from .tracing._instrument import instrument
+    from .tracing._streams import traced_stream
+    from .tracing._tracer import NoOpSpan, Span, Tracer, get_tracer
     from .usage import CostCalculator, StaticPricing, TokenUsage, Usage
 
 # Every name is loaded on first use. `import mastrace` alone costs next to nothing, so the
@@ -43,22 +43,22 @@ if TYPE_CHECKING:
 # OpenTelemetry SDK, and a process that only configures and creates spans does not pay for wrapt,
 # asyncio, the registry's package metadata or the mixins (tens of milliseconds at import).
 _LAZY = {
-    "configure": "._config",
-    "force_flush": "._config",
-    "is_configured": "._config",
-    "shutdown": "._config",
-    "DestinationStats": "._pipeline",
-    "FlushResult": "._pipeline",
+    "configure": ".setup._config",
+    "force_flush": ".setup._config",
+    "is_configured": ".setup._config",
+    "shutdown": ".setup._config",
+    "DestinationStats": ".pipeline._pipeline",
+    "FlushResult": ".pipeline._pipeline",
     "ScrubbingOptions": ".scrubbing._options",
-    "NoOpSpan": "._tracer",
-    "Span": "._tracer",
-    "Tracer": "._tracer",
-    "get_tracer": "._tracer",
-    "create_task": "._context",
-    "inject_env": "._context",
-    "wrap": "._context",
-    "instrument": "._instrument",
-    "traced_stream": "._streams",
+    "NoOpSpan": ".tracing._tracer",
+    "Span": ".tracing._tracer",
+    "Tracer": ".tracing._tracer",
+    "get_tracer": ".tracing._tracer",
+    "create_task": ".tracing._context",
+    "inject_env": ".tracing._context",
+    "wrap": ".tracing._context",
+    "instrument": ".tracing._instrument",
+    "traced_stream": ".tracing._streams",
     "AgentMixin": ".mixins",
     "ConfigurableMixin": ".mixins",
     "CoordinationMixin": ".mixins",

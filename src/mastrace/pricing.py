@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import semconv
-from ._errors import log_internal_error, warn_once
+from .tracing._errors import log_internal_error, warn_once
 from .usage import UNPRICED_CALLS, CostCalculator, TokenUsage
 
 __all__ = ["GenAIPrices", "Priced", "default_pricing", "prepare", "price_call"]

@@ -39,10 +39,10 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, ClassVar
 
-from ._benchmark_info import benchmark_info, benchmark_info_ready, git_info, prefetch_benchmark_info
-from ._snapshot import JsonValue, to_json_value
-from ._snapshots_on_spans import ConfigSnapshot, SnapshotCache
 from .exceptions import ConfigError
+from .pipeline._snapshot import JsonValue, to_json_value
+from .pipeline._snapshots_on_spans import ConfigSnapshot, SnapshotCache
+from .setup._benchmark_info import benchmark_info, benchmark_info_ready, git_info, prefetch_benchmark_info
 from .usage import Usage, pop_sink, push_sink
 
 __all__ = ["Registry", "benchmark_info", "git_info"]

@@ -124,7 +124,7 @@ def capture_spans(**configure_kwargs: Any) -> Iterator[CapturedSpans]:
     (an application that configures itself on start): its spans are captured all the same, its
     other arguments (service name, scrubbing) apply, and its `mastrace.shutdown()` only flushes.
     """
-    from ._config import configure, pin_capture, shutdown
+    from .setup._config import configure, pin_capture, shutdown
 
     exporter = InMemorySpanExporter()
     pin = {**_CAPTURE_DEFAULTS, **configure_kwargs, "synchronous": True}

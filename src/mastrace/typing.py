@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from opentelemetry.util.types import AttributeValue
 
-from ._snapshot import JsonValue
+from .pipeline._snapshot import JsonValue
 from .scrubbing._options import JsonPath, ScrubCallback, ScrubMatch
 from .usage import CostCalculator
 

@@ -177,7 +177,7 @@ def test_a_hung_collector_holds_a_bounded_queue(
     tmp_path: Path, silent: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With a local store, the OTLP queue is capped: the rest is counted as dropped, and stored."""
-    from mastrace._destinations import REMOTE_QUEUE_WITH_STORE
+    from mastrace.setup._destinations import REMOTE_QUEUE_WITH_STORE
 
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1")
     mastrace.configure(local=tmp_path / "store", otlp=silent, otlp_exit_timeout=0.2)

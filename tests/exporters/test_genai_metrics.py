@@ -86,7 +86,7 @@ def test_a_failed_call_is_timed_with_its_error_type() -> None:
 def test_no_metrics_destination_when_nothing_receives_metrics(peer: str) -> None:
     """Without OTLP, Logfire or an application MeterProvider, no metrics are computed (no thread)."""
     mastrace.configure(local=False, exporters=[InMemorySpanExporter()])
-    from mastrace import _config
+    from mastrace.setup import _config
 
     pipeline = _config._RT.pipeline
     assert pipeline is not None and [d.name for d in pipeline.destinations] == ["InMemorySpanExporter#0"]

@@ -13,11 +13,11 @@ import openai
 import pytest
 
 from live_server import serving
-from mastrace._errors import reset_reported
 from mastrace.integrations import massgen as integration
 from mastrace.integrations._massgen_logfire import LOGFIRE
 from mastrace.integrations.openai import instrument_openai, uninstrument_openai
 from mastrace.testing import CapturedSpans
+from mastrace.tracing._errors import reset_reported
 
 from .test_openai import COMPLETION_TOKENS, PROMPT_TOKENS, Handler
 

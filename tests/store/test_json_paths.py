@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mastrace import _snapshot
-from mastrace._snapshot import dumps_json
+from mastrace.pipeline import _snapshot
+from mastrace.pipeline._snapshot import dumps_json
 
 orjson = pytest.importorskip("orjson")  # in the test environment; the fallback is tested below too
 
@@ -141,7 +141,12 @@ def test_no_other_module_builds_a_json_encoder() -> None:
     import mastrace
 
     root = Path(mastrace.__file__).parent
-    writers = ["_snapshots_on_spans.py", "_transform.py", "scrubbing/_engine.py", "_tracer.py"]
+    writers = [
+        "pipeline/_snapshots_on_spans.py",
+        "pipeline/_transform.py",
+        "scrubbing/_engine.py",
+        "tracing/_tracer.py",
+    ]
     writers += ["store/_rows.py", "store/_writer.py", "mixins/coordination.py", "registry.py", "usage.py"]
     for name in writers:
         text = (root / name).read_text(encoding="utf-8")

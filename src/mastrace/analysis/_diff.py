@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .. import semconv
-from .._texttable import text_table
+from ..cli._texttable import text_table
 from ._kinds import format_cost
 from ._model import Report
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import semconv
-from .._snapshot import loads_json
+from ..pipeline._snapshot import loads_json
 from ..store._schema import STORED_FIELDS
 
 __all__ = ["SpanRow", "loads_as", "span_from_line", "span_row"]

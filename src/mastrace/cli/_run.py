@@ -109,7 +109,7 @@ def _chosen(given: list[str] | None) -> list[str] | None:
 
 def _pins(args: argparse.Namespace) -> dict[str, Any]:
     """The options given on the command line, as `configure()` arguments that beat the program's own."""
-    from .. import _settings
+    from ..setup import _settings
 
     given: dict[str, tuple[str, Any]] = {}
     if args.store is not None:

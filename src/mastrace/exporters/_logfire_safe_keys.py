@@ -16,8 +16,8 @@ from typing import Any
 from opentelemetry.sdk.trace import Event
 from opentelemetry.util.types import Attributes
 
-from .._errors import warn_once
 from ..scrubbing._engine import Scrubber, ScrubbingOptions
+from ..tracing._errors import warn_once
 
 __all__ = ["scrub_logfire_safe_keys"]
 

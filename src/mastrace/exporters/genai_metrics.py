@@ -32,8 +32,8 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import SpanKind
 
 from .. import semconv
-from .._errors import log_internal_error, warn_once
-from .._otel_private import span_attributes
+from ..tracing._errors import log_internal_error, warn_once
+from ..tracing._otel_private import span_attributes
 
 __all__ = ["GenAIMetricsExporter", "build_otlp_meter_provider"]
 

@@ -28,9 +28,9 @@ from opentelemetry.trace import Link, SpanKind
 from opentelemetry.util.types import Attributes
 
 from .. import semconv
-from .._errors import warn_once
 from ..exceptions import ExportError
 from ..scrubbing._engine import Scrubber, ScrubbingOptions
+from ..tracing._errors import warn_once
 
 __all__ = [
     "LogfireTracerProvider",

@@ -21,7 +21,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 from opentelemetry.util.types import Attributes, AttributeValue
 
-from .._errors import handle_internal_errors, warn_once
+from ..tracing._errors import handle_internal_errors, warn_once
 from ._llm_calls import Reader, current_call, start_call
 from ._llm_streams import AsyncStream, SyncStream
 

@@ -26,7 +26,7 @@ from typing import Any
 import wrapt
 
 from .. import semconv
-from .._errors import handle_internal_errors
+from ..tracing._errors import handle_internal_errors
 
 __all__ = ["install", "uninstall"]
 

@@ -22,9 +22,9 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
 from .. import pricing, semconv
-from .._errors import handle_internal_errors, log_internal_error, warn_once
-from .._genai import LastSeen, capture_enabled, current_conversation_id, request_attributes, server_of
-from .._tracer import NOOP_SPAN, NoOpSpan, Span, attach_span, get_tracer
+from ..tracing._errors import handle_internal_errors, log_internal_error, warn_once
+from ..tracing._genai import LastSeen, capture_enabled, current_conversation_id, request_attributes, server_of
+from ..tracing._tracer import NOOP_SPAN, NoOpSpan, Span, attach_span, get_tracer
 from ..usage import CostCalculator, TokenUsage, credit_usage, current_sinks, field_of, usage_attributes
 from . import _http_retries
 from ._llm_streams import AsyncStream, SyncStream

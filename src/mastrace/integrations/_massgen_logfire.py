@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from .. import semconv
-from .._errors import handle_internal_errors
+from ..tracing._errors import handle_internal_errors
 from . import _massgen_turns as turns
 from ._massgen_spans import _link_vote, _llm, _mcp, _round, _session, _span_attributes, _state, _tracer
 

@@ -25,11 +25,11 @@ from contextlib import contextmanager
 from typing import Any
 
 from .. import semconv
-from .._errors import handle_internal_errors
-from .._tracer import NoOpSpan, Span, get_tracer
 from ..mixins.agent import AgentRound
 from ..mixins.coordination import CoordinationSession, current_session
 from ..registry import Registry
+from ..tracing._errors import handle_internal_errors
+from ..tracing._tracer import NoOpSpan, Span, get_tracer
 from ..usage import TokenUsage
 from . import _massgen_turns as turns
 from ._llm_calls import PendingLLMSpan, pending_llm_span

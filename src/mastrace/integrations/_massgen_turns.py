@@ -27,9 +27,9 @@ from typing import Any
 from opentelemetry import context as otel_context
 
 from .. import semconv
-from .._errors import handle_internal_errors, log_internal_error
-from .._tracer import Span, get_tracer
 from ..mixins.coordination import CoordinationSession
+from ..tracing._errors import handle_internal_errors, log_internal_error
+from ..tracing._tracer import Span, get_tracer
 from ..usage import TokenUsage
 
 __all__ = ["MassGenPricing", "TurnState", "state"]

@@ -24,7 +24,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from .._errors import warn_once
+from ..tracing._errors import warn_once
 from ..usage import CostCalculator
 from ._llm_calls import Call, Options, Patches, Reader
 from ._messages import openai_request

@@ -37,10 +37,10 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from .. import semconv
-from .._errors import handle_internal_errors
-from .._snapshots_on_spans import SnapshotCache
-from .._tracer import NoOpSpan, Span, get_tracer
 from ..exceptions import ExportError
+from ..pipeline._snapshots_on_spans import SnapshotCache
+from ..tracing._errors import handle_internal_errors
+from ..tracing._tracer import NoOpSpan, Span, get_tracer
 
 try:
     from maseval import Benchmark, BenchmarkCallback, Task, TaskExecutionStatus

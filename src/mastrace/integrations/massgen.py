@@ -41,8 +41,8 @@ from typing import Any
 
 import wrapt
 
-from .._benchmark_info import prefetch_benchmark_info
-from .._errors import handle_internal_errors, warn_once
+from ..setup._benchmark_info import prefetch_benchmark_info
+from ..tracing._errors import handle_internal_errors, warn_once
 from . import _massgen_turns as turns
 from ._massgen_logfire import LOGFIRE
 from ._massgen_spans import _LOCK, _session_config, _session_tracker, _state, _suppress_session
@@ -147,7 +147,7 @@ def _stream_agent_execution(wrapped: Any, instance: Any, args: Any, kwargs: Any)
     stream = wrapped(*args, **kwargs)
     if not _state.on:
         return stream
-    from .._streams import traced_stream
+    from ..tracing._streams import traced_stream
 
     agent_id = kwargs.get("agent_id", args[0] if args else None)
     return _watch_errors(traced_stream(stream), agent_id)

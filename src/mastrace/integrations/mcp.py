@@ -52,10 +52,10 @@ from opentelemetry.trace import SpanKind
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from .. import semconv
-from .._errors import handle_internal_errors
-from .._genai import capture_enabled
-from .._tracer import NoOpSpan, Span, get_tracer
 from ..exceptions import ExportError
+from ..tracing._errors import handle_internal_errors
+from ..tracing._genai import capture_enabled
+from ..tracing._tracer import NoOpSpan, Span, get_tracer
 
 try:
     from mcp.client.session import ClientSession

@@ -40,8 +40,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import semconv
-from .._errors import warn_once
-from .._genai import LastSeen
+from ..tracing._errors import warn_once
+from ..tracing._genai import LastSeen
 from ..usage import CostCalculator
 from ._llm_calls import Call, Options, Patches, Reader, version_known
 from ._messages import openai_request

@@ -20,8 +20,8 @@ from contextlib import contextmanager
 from pathlib import PurePath
 from typing import Any
 
-from .._snapshot import MAX_DEPTH, JsonValue, to_json_value
-from .._snapshots_on_spans import VOLATILE_KEYS
+from ..pipeline._snapshot import MAX_DEPTH, JsonValue, to_json_value
+from ..pipeline._snapshots_on_spans import VOLATILE_KEYS
 from ..scrubbing._names import secret_key_word
 
 __all__ = ["config_values", "is_plain_data"]

@@ -22,9 +22,9 @@ from types import MappingProxyType, TracebackType
 from typing import Any
 
 from .. import semconv
-from .._errors import log_internal_error, text_of
-from .._tracer import NoOpSpan, Span
 from ..exceptions import ConfigError
+from ..tracing._errors import log_internal_error, text_of
+from ..tracing._tracer import NoOpSpan, Span
 from ..usage import (
     Usage,
     UsageAccumulator,

@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry.trace import SpanContext
 
 from .. import semconv
-from .._errors import handle_internal_errors
-from .._genai import Conversation, conversation
-from .._snapshots_on_spans import ConfigSnapshot
-from .._tracer import NoOpSpan, Span, Tracer, get_tracer
+from ..pipeline._snapshots_on_spans import ConfigSnapshot
 from ..registry import Registry
+from ..tracing._errors import handle_internal_errors
+from ..tracing._genai import Conversation, conversation
+from ..tracing._tracer import NoOpSpan, Span, Tracer, get_tracer
 from ..usage import Usage, UsageAccumulator, credit_usage, pop_sink, push_sink, usage_attributes
 
 if TYPE_CHECKING:

@@ -20,11 +20,11 @@ from typing import Any
 from opentelemetry.trace import SpanKind
 
 from .. import pricing, semconv
-from .._errors import handle_internal_errors
-from .._genai import current_conversation_id, request_attributes
-from .._streams import TracedAsyncGenerator, TracedGenerator
-from .._tracer import NOOP_SPAN, NoOpSpan, Span
 from ..exceptions import ConfigError
+from ..tracing._errors import handle_internal_errors
+from ..tracing._genai import current_conversation_id, request_attributes
+from ..tracing._streams import TracedAsyncGenerator, TracedGenerator
+from ..tracing._tracer import NOOP_SPAN, NoOpSpan, Span
 from ..usage import CostCalculator, TokenUsage, credit_usage, field_of, usage_attributes
 from .coordination import mixin_tracer
 from .gather import UsageTrackableMixin

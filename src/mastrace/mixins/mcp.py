@@ -30,10 +30,10 @@ from typing import Any
 from opentelemetry.trace import SpanKind
 
 from .. import semconv
-from .._errors import handle_internal_errors
-from .._genai import capture_enabled
-from .._tracer import NoOpSpan, Span
 from ..exceptions import ConfigError
+from ..tracing._errors import handle_internal_errors
+from ..tracing._genai import capture_enabled
+from ..tracing._tracer import NoOpSpan, Span
 from .coordination import SpanHandle, mixin_tracer
 
 __all__ = ["MCPClientMixin", "MCPToolCall"]

@@ -19,9 +19,9 @@ from types import TracebackType
 from typing import Any
 
 from .. import semconv
-from .._errors import handle_internal_errors
-from .._genai import capture_enabled
-from .._tracer import NoOpSpan, Span
+from ..tracing._errors import handle_internal_errors
+from ..tracing._genai import capture_enabled
+from ..tracing._tracer import NoOpSpan, Span
 from .coordination import SpanHandle, mixin_tracer, prefixed
 
 __all__ = ["ToolExecution", "ToolMixin"]

@@ -43,8 +43,8 @@ from pathlib import Path
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from .._errors import warn_once
 from ..exceptions import ConfigError, StoreError
+from ..tracing._errors import warn_once
 from ._bound import DEFAULT_MAX_ROW_BYTES, check_max_row_bytes
 from ._retention import Retention, hold, prune
 from ._rows import EncodedBatch, RowEncoder

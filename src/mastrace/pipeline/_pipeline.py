@@ -20,7 +20,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from ._errors import log_internal_error, warn_once
+from ..tracing._errors import log_internal_error, warn_once
 
 Transform = Callable[[ReadableSpan], ReadableSpan]
 

@@ -19,11 +19,12 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from . import _settings, semconv
+from .. import semconv
+from ..exceptions import ConfigError
+from ..setup import _settings
+from ..setup._state import STATE
+from ..usage import field_of
 from ._errors import warn_once
-from ._state import STATE
-from .exceptions import ConfigError
-from .usage import field_of
 
 __all__ = [
     "REQUEST_PARAMETERS",

@@ -19,9 +19,11 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util import BoundedList
 from opentelemetry.trace import Link, Status, StatusCode
 
-from . import semconv
-from ._errors import log_internal_error
-from ._otel_private import span_attributes, span_is_bare
+from .. import semconv
+from ..scrubbing._engine import Scrubber, ScrubTrail
+from ..scrubbing._options import JsonPath
+from ..tracing._errors import log_internal_error
+from ..tracing._otel_private import span_attributes, span_is_bare
 from ._snapshot import (
     _INT_MAX,
     _INT_MIN,
@@ -33,8 +35,6 @@ from ._snapshot import (
     schema_for,
     utf8_safe,
 )
-from .scrubbing._engine import Scrubber, ScrubTrail
-from .scrubbing._options import JsonPath
 
 __all__ = ["coerce_value", "prepare_span"]
 

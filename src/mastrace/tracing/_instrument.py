@@ -15,11 +15,11 @@ from typing import Any, TypeVar, overload
 
 import wrapt
 
-from . import semconv
+from .. import semconv
+from ..exceptions import ConfigError
 from ._errors import log_internal_error
 from ._streams import TracedAsyncGenerator, TracedGenerator
 from ._tracer import NOOP_SPAN, Tracer, _noop, get_tracer
-from .exceptions import ConfigError
 
 F = TypeVar("F", bound=Callable[..., Any])
 

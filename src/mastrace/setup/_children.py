@@ -23,10 +23,10 @@ import sys
 import warnings
 from typing import Any, Final
 
-from ._errors import log_internal_error
+from ..exceptions import MastraceWarning
+from ..scrubbing._options import ScrubbingOptions
+from ..tracing._errors import log_internal_error
 from ._state import CHILD_SETTINGS_ENV
-from .exceptions import MastraceWarning
-from .scrubbing._options import ScrubbingOptions
 
 __all__ = ["CHILD_SETTINGS_ENV", "child_settings", "forget", "inherit", "publish"]
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry.sdk.resources import Resource
 
-from ._pipeline import Destination
+from ..pipeline._pipeline import Destination
 
 if TYPE_CHECKING:
     from ._config import Settings
@@ -58,8 +58,8 @@ def build(settings: Settings) -> list[Destination]:
         if not built:
             with lock:
                 if not built:
-                    from ._transform import prepare_span
-                    from .scrubbing._engine import Scrubber
+                    from ..pipeline._transform import prepare_span
+                    from ..scrubbing._engine import Scrubber
 
                     built.append((prepare_span, Scrubber(options) if options is not None else None))
         prepare, scrubber = built[0]
@@ -72,7 +72,7 @@ def build(settings: Settings) -> list[Destination]:
     }
     out: list[Destination] = []
     if settings.local is not None:
-        from .store import LocalStoreExporter
+        from ..store import LocalStoreExporter
 
         # strict=False: an unwritable folder is one warning and counted failures, not an exception
         # in the application; the other destinations keep working.
@@ -81,12 +81,12 @@ def build(settings: Settings) -> list[Destination]:
         )
         out.append(Destination("local", store, transform, **common))
     if settings.otlp:
-        from .exporters.otlp import build_otlp_exporter, guard_otlp_exporter
+        from ..exporters.otlp import build_otlp_exporter, guard_otlp_exporter
 
         exporter = guard_otlp_exporter(build_otlp_exporter(settings.otlp), settings.otlp)
         if settings.local is not None:  # what the collector took live, `mastrace push` will not resend
-            from .exporters.otlp import AckRecorder, destination_key
-            from .store._replay import acked_path
+            from ..exporters.otlp import AckRecorder, destination_key
+            from ..store._replay import acked_path
 
             writer = f"{socket.gethostname()}-{os.getpid()}"
             key = destination_key(settings.otlp)
@@ -100,7 +100,7 @@ def build(settings: Settings) -> list[Destination]:
         destination.exit_budget = settings.otlp_exit_timeout
         out.append(destination)
     if settings.console:
-        from .exporters.console import ConsoleExporter
+        from ..exporters.console import ConsoleExporter
 
         out.append(Destination("console", ConsoleExporter(), transform, **common))
     for i, exporter in enumerate(settings.exporters):
@@ -114,12 +114,12 @@ def build(settings: Settings) -> list[Destination]:
 def _metrics_destination(settings: Settings, common: dict[str, Any]) -> Destination | None:
     """The GenAI metrics, derived from LLM call spans on their own thread, when anything receives
     them: the OTLP endpoint, Logfire, or a MeterProvider the application set (see `genai_metrics`)."""
-    from ._otel_private import meter_provider_is_set
+    from ..tracing._otel_private import meter_provider_is_set
 
     providers: list[Any] = []
     owned: list[Any] = []
     if settings.otlp:
-        from .exporters.genai_metrics import build_otlp_meter_provider
+        from ..exporters.genai_metrics import build_otlp_meter_provider
 
         owned.append(build_otlp_meter_provider(settings.otlp, resource(settings)))
     if settings.logfire or meter_provider_is_set():
@@ -128,7 +128,7 @@ def _metrics_destination(settings: Settings, common: dict[str, Any]) -> Destinat
         providers.append(metrics.get_meter_provider())  # Logfire's once it is configured
     if not providers and not owned:
         return None
-    from .exporters.genai_metrics import GenAIMetricsExporter
+    from ..exporters.genai_metrics import GenAIMetricsExporter
 
     exporter = GenAIMetricsExporter([*owned, *providers], owned, exit_budget=settings.otlp_exit_timeout)
     destination = Destination("genai-metrics", exporter, **common)

@@ -16,7 +16,7 @@ import os
 import sys
 import threading
 
-from ._state import STATE
+from ..setup._state import STATE
 
 __all__ = ["first_noop_span", "hint_text", "should_hint"]
 
@@ -52,7 +52,7 @@ def should_hint() -> bool:
     nothing here asks for silence."""
     if not STATE.noop_spans or STATE.configured:
         return False
-    from . import _settings
+    from ..setup import _settings
 
     try:
         if not _settings.resolve(_settings.HINTS, _settings.UNSET, os.environ):

@@ -26,7 +26,7 @@ from typing import Any, TypeAlias, Union
 
 from opentelemetry.util.types import AttributeValue
 
-from . import semconv
+from .. import semconv
 
 __all__ = [
     "CYCLE_MARKER",

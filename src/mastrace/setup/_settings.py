@@ -24,8 +24,8 @@ from typing import Any, Final, Generic, TypeVar
 
 from opentelemetry.sdk.trace.export import SpanExporter
 
-from .exceptions import ConfigError
-from .scrubbing._options import ScrubbingOptions
+from ..exceptions import ConfigError
+from ..scrubbing._options import ScrubbingOptions
 
 __all__ = ["PARAMS", "UNSET", "Param", "UnsetType", "render_markdown_table", "resolve", "resolve_from"]
 
@@ -207,7 +207,7 @@ def _check_otlp(value: Any) -> bool | str:
         return value
     if not isinstance(value, str):
         raise TypeError(value)
-    from .exporters.otlp import validate_endpoint
+    from ..exporters.otlp import validate_endpoint
 
     return validate_endpoint(value)
 
@@ -429,7 +429,7 @@ OTLP_EXIT_TIMEOUT: Final = Param[float](
 
 
 def _check_row_bytes(value: Any) -> int:
-    from .store._bound import check_max_row_bytes
+    from ..store._bound import check_max_row_bytes
 
     return check_max_row_bytes(value)
 
@@ -449,13 +449,13 @@ MAX_ROW_BYTES: Final = Param[int](
 
 
 def _parse_retention(var: str, text: str) -> Any:
-    from .store._retention import parse_retention
+    from ..store._retention import parse_retention
 
     return parse_retention(text)
 
 
 def _check_retention(value: Any) -> Any:
-    from .store._retention import Retention, parse_retention
+    from ..store._retention import Retention, parse_retention
 
     if isinstance(value, Retention):
         return value

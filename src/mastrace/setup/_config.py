@@ -28,15 +28,17 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 
-from . import _children, _context, _destinations, _settings, semconv
-from ._errors import log_internal_error, logger
-from ._otel_private import replace_provider_resource, reset_global_providers
-from ._pipeline import FlushResult, Pipeline, SwitchProcessor
+from .. import semconv
+from ..exceptions import MastraceWarning
+from ..pipeline._pipeline import FlushResult, Pipeline, SwitchProcessor
+from ..pipeline._snapshot import Limits
+from ..scrubbing._options import ScrubbingOptions
+from ..tracing import _context
+from ..tracing._errors import log_internal_error, logger
+from ..tracing._otel_private import replace_provider_resource, reset_global_providers
+from . import _children, _destinations, _settings
 from ._settings import UNSET, UnsetType
-from ._snapshot import Limits
 from ._state import STATE
-from .exceptions import MastraceWarning
-from .scrubbing._options import ScrubbingOptions
 
 __all__ = ["configure", "force_flush", "is_configured", "shutdown"]
 
@@ -127,7 +129,7 @@ def _local_path(local: bool | str | os.PathLike[str]) -> Path | None:
 def _otlp_endpoint(otlp: bool | str) -> str | bool | None:
     if otlp is False:
         return None
-    from .exporters.otlp import otlp_protocol
+    from ..exporters.otlp import otlp_protocol
 
     otlp_protocol()  # an invalid protocol fails here, before anything is torn down
     return otlp
@@ -358,7 +360,7 @@ def _initialize(settings: Settings) -> None:
 def _provider_for(settings: Settings) -> trace.TracerProvider:
     """The provider mastrace spans are made with, with the switch processor added to it."""
     if settings.logfire:
-        from .exporters.logfire import application_configured_logfire, configure_logfire
+        from ..exporters.logfire import application_configured_logfire, configure_logfire
 
         # Configuring Logfire again would replace the provider that holds an application's own span
         # processors: when the application configured Logfire, mastrace joins that configuration.
@@ -391,7 +393,7 @@ def _rehook() -> None:
         if STATE.provider is None:
             return
         current = trace.get_tracer_provider()
-        from .exporters.logfire import is_logfire_provider
+        from ..exporters.logfire import is_logfire_provider
 
         if is_logfire_provider(current):
             _hook(current)
@@ -399,7 +401,7 @@ def _rehook() -> None:
 
 
 def _hook(provider: trace.TracerProvider) -> trace.TracerProvider:
-    from .exporters.logfire import LogfireTracerProvider, hook_target, is_logfire_provider, watch_reconfigure
+    from ..exporters.logfire import LogfireTracerProvider, hook_target, is_logfire_provider, watch_reconfigure
 
     if is_logfire_provider(provider):
         watch_reconfigure(_rehook)

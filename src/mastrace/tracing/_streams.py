@@ -12,7 +12,7 @@ import contextvars
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator
 from typing import Any, Generic, TypeVar
 
-from . import semconv
+from .. import semconv
 from ._context import ContextAwaitable
 from ._errors import handle_internal_errors
 from ._tracer import NOOP_SPAN, NoOpSpan, Span
