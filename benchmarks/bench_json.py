@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from mastrace.pipeline._snapshot import _compact_encode as store_dumps  # dumps_json's standard library path
 from mastrace.pipeline._snapshots_on_spans import _serialise as canonical_json
+from mastrace.tracing._snapshot import _compact_encode as store_dumps  # dumps_json's standard library path
 
 ATTRIBUTES: dict[str, Any] = {
     "massgen.agent_id": "agent_a",

@@ -39,12 +39,12 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
-from mastrace.pipeline._snapshot import Limits
 from mastrace.pipeline._transform import prepare_span
 from mastrace.scrubbing._engine import Scrubber
 from mastrace.scrubbing._matchers import available
 from mastrace.scrubbing._table import RULES, expand
 from mastrace.store import LocalStoreExporter
+from mastrace.tracing._snapshot import Limits
 
 sys.path.insert(0, os.path.dirname(__file__))
 import _scrub_baseline

@@ -42,10 +42,10 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from mastrace.pipeline._snapshot import Limits
 from mastrace.pipeline._transform import prepare_span
 from mastrace.scrubbing._engine import Scrubber
 from mastrace.store import LocalStoreExporter
+from mastrace.tracing._snapshot import Limits
 
 BATCH = 512
 RSS_GOAL_MB = 300

@@ -28,10 +28,10 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
-from mastrace.pipeline._snapshot import Limits
 from mastrace.pipeline._transform import prepare_span
 from mastrace.scrubbing._engine import Scrubber
 from mastrace.store import LocalStoreExporter, connect
+from mastrace.tracing._snapshot import Limits
 
 TARGET_SPANS_PER_S = 100_000
 

@@ -107,7 +107,7 @@ def main() -> None:
                 pass
 
     # The state of a tracer when mastrace is unconfigured or MASTRACE_DISABLED=1: no OTel tracer.
-    from mastrace.setup._state import STATE
+    from mastrace.tracing._state import STATE
 
     disabled._gen = STATE.generation
     disabled._otel = None

@@ -1,4 +1,4 @@
-"""Tests for mastrace.pipeline._snapshot: the JSON-safe encoder, dumps_json, json_schema and size capping."""
+"""Tests for mastrace.tracing._snapshot: the JSON-safe encoder, dumps_json, json_schema and size capping."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mastrace.pipeline._snapshot import (
+from mastrace.tracing._snapshot import (
     CYCLE_MARKER,
     DEPTH_MARKER,
     MAX_DEPTH,

@@ -19,8 +19,8 @@ from opentelemetry.trace import SpanKind, StatusCode
 import mastrace
 from mastrace import semconv
 from mastrace.setup import _config
-from mastrace.setup._state import STATE
 from mastrace.testing import CapturedSpans, capture_spans
+from mastrace.tracing._state import STATE
 
 tracer = mastrace.get_tracer()
 

@@ -15,9 +15,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import Link, Status, StatusCode, Tracer
 
 from mastrace import semconv
-from mastrace.pipeline._snapshot import Limits, json_schema
 from mastrace.pipeline._transform import prepare_span
 from mastrace.scrubbing._engine import Scrubber, ScrubbingOptions
+from mastrace.tracing._snapshot import Limits, json_schema
 from mastrace.tracing._tracer import coerce_attribute
 
 OPENAI_KEY = "sk-proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8t"

@@ -13,6 +13,13 @@ from __future__ import annotations
 from ._lazy import lazy_exports as _lazy_exports
 from .exceptions import ConfigError, ExportError, MastraceError, MastraceWarning, StoreError
 
+# A `spawn`/`forkserver` worker of a configured process finds its parent's settings in this variable
+# (`tracing._state.CHILD_SETTINGS_ENV`): its first span configures mastrace from them.
+if __import__("os").environ.get("MASTRACE_CHILD_SETTINGS"):
+    from .setup import arm_inheritance as _arm_inheritance
+
+    _arm_inheritance()
+
 # Not `typing.TYPE_CHECKING`: importing `typing` is a few milliseconds the `mastrace` command's
 # `--help` need not pay (type checkers treat any `TYPE_CHECKING` name as true).
 TYPE_CHECKING = False

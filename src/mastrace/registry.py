@@ -40,9 +40,9 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from .exceptions import ConfigError
-from .pipeline._snapshot import JsonValue, to_json_value
 from .pipeline._snapshots_on_spans import ConfigSnapshot, SnapshotCache
 from .setup._benchmark_info import benchmark_info, benchmark_info_ready, git_info, prefetch_benchmark_info
+from .tracing._snapshot import JsonValue, to_json_value
 from .usage import Usage, pop_sink, push_sink
 
 __all__ = ["Registry", "benchmark_info", "git_info"]

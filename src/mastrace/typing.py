@@ -12,8 +12,8 @@ from collections.abc import Mapping
 
 from opentelemetry.util.types import AttributeValue
 
-from .pipeline._snapshot import JsonValue
 from .scrubbing._options import JsonPath, ScrubCallback, ScrubMatch
+from .tracing._snapshot import JsonValue
 from .usage import CostCalculator
 
 Attributes = Mapping[str, object]

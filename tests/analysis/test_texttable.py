@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mastrace.cli._texttable import text_table
+from mastrace.analysis._texttable import text_table
 
 
 def test_columns_align_and_numbers_go_right() -> None:

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mastrace.pipeline import _snapshot
-from mastrace.pipeline._snapshot import dumps_json
+from mastrace.tracing import _snapshot
+from mastrace.tracing._snapshot import dumps_json
 
 orjson = pytest.importorskip("orjson")  # in the test environment; the fallback is tested below too
 

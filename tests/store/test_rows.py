@@ -321,8 +321,8 @@ def test_non_finite_numbers_are_spelled_like_everywhere_else() -> None:
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from mastrace.pipeline._snapshot import dumps_json
     from mastrace.pipeline._snapshots_on_spans import _serialise
+    from mastrace.tracing._snapshot import dumps_json
 
     value = {"a": math.nan, "b": math.inf, "c": -math.inf}
     memory = InMemorySpanExporter()

@@ -8,9 +8,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .. import semconv
-from ..cli._texttable import text_table
 from ._kinds import format_cost
 from ._model import Report
+from ._texttable import text_table
 
 __all__ = [
     "AgentDelta",

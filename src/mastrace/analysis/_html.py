@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from importlib.resources import files
 from typing import Any
 
-from ..pipeline._snapshot import dumps_json
+from ..tracing._snapshot import dumps_json
 from ._kinds import format_duration, span_category
 from ._prefix import read_prefix
 from ._store import SpanRow, TraceStore

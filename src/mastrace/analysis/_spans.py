@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import semconv
-from ..pipeline._snapshot import loads_json
 from ..store._schema import STORED_FIELDS
+from ..tracing._snapshot import loads_json
 
 __all__ = ["SpanRow", "loads_as", "span_from_line", "span_row"]
 

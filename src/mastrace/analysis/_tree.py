@@ -9,9 +9,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .. import semconv
-from ..cli._texttable import text_table
 from ._kinds import format_cost, format_duration, format_value
 from ._store import RunSummary, SpanRow
+from ._texttable import text_table
 
 __all__ = [
     "CYCLE_NOTE",

@@ -15,8 +15,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, TextIO
 
+from ..analysis._texttable import text_table
 from ..exceptions import MastraceError
-from ._texttable import text_table
 
 __all__ = ["format_rows", "json_default", "progress", "write_output"]
 

@@ -3,13 +3,22 @@ or dropped, whoever reads it, in whichever task or thread."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import wrapt
 
-if TYPE_CHECKING:
-    from ._llm_calls import Call
 
+class Call(Protocol):
+    """What a stream needs of its LLM call (`_llm_calls.Call`): read a chunk, end once."""
+
+    done: bool
+
+    def take(self, chunk: Any) -> Any: ...
+
+    def end(self, error: BaseException | None = None) -> None: ...
+
+
+if TYPE_CHECKING:
     _Proxy = wrapt.ObjectProxy[Any]
 else:  # wrapt 1.x (`wrapt>=1.16` is supported) has no generic ObjectProxy
     _Proxy = wrapt.ObjectProxy

@@ -20,9 +20,9 @@ from contextlib import contextmanager
 from pathlib import PurePath
 from typing import Any
 
-from ..pipeline._snapshot import MAX_DEPTH, JsonValue, to_json_value
 from ..pipeline._snapshots_on_spans import VOLATILE_KEYS
 from ..scrubbing._names import secret_key_word
+from ..tracing._snapshot import MAX_DEPTH, JsonValue, to_json_value
 
 __all__ = ["config_values", "is_plain_data"]
 

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._snapshot import dumps_json
+from ..tracing._snapshot import dumps_json
 
 __all__ = ["VOLATILE_KEYS", "ConfigSnapshot", "SnapshotCache", "config_hash"]
 

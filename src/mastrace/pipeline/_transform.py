@@ -24,7 +24,7 @@ from ..scrubbing._engine import Scrubber, ScrubTrail
 from ..scrubbing._options import JsonPath
 from ..tracing._errors import log_internal_error
 from ..tracing._otel_private import span_attributes, span_is_bare
-from ._snapshot import (
+from ..tracing._snapshot import (
     _INT_MAX,
     _INT_MIN,
     Limits,

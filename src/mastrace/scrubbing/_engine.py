@@ -25,8 +25,8 @@ from typing import Any
 from opentelemetry.sdk.resources import Resource
 
 from .. import semconv
-from ..pipeline._snapshot import dumps_json
 from ..tracing._errors import warn_once
+from ..tracing._snapshot import dumps_json
 from ._finder import Finder, Hit, Rule
 from ._names import secret_key_word
 from ._options import JsonPath, ScrubbingOptions, ScrubCallback, ScrubMatch

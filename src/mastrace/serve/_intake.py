@@ -23,11 +23,11 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-from ..pipeline._snapshot import Limits
 from ..pipeline._transform import prepare_span
 from ..scrubbing._engine import Scrubber
 from ..scrubbing._options import ScrubbingOptions
 from ..store import LocalStoreExporter
+from ..tracing._snapshot import Limits
 
 __all__ = [
     "CONTENT_TYPES",

@@ -22,7 +22,7 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-from ..pipeline._snapshot import loads_json
+from ..tracing._snapshot import loads_json
 from ._intake import sequence_value
 
 __all__ = ["OtlpJsonError", "json_spans"]

@@ -21,12 +21,13 @@ import json
 import os
 import sys
 import warnings
+from collections.abc import Callable
 from typing import Any, Final
 
 from ..exceptions import MastraceWarning
 from ..scrubbing._options import ScrubbingOptions
 from ..tracing._errors import log_internal_error
-from ._state import CHILD_SETTINGS_ENV
+from ..tracing._state import CHILD_SETTINGS_ENV
 
 __all__ = ["CHILD_SETTINGS_ENV", "child_settings", "forget", "inherit", "publish"]
 
@@ -95,9 +96,11 @@ def forget() -> None:
     os.environ.pop(CHILD_SETTINGS_ENV, None)
 
 
-def inherit() -> bool:
+def inherit(configure: Callable[..., object], at_worker_exit: Callable[[], object]) -> bool:
     """In a multiprocessing worker of a configured process, configure mastrace from the parent's
-    settings (once); return whether it did. Called when a tracer finds mastrace unconfigured."""
+    settings (once); return whether it did. Called when a tracer finds mastrace unconfigured, with
+    `configure` and the flush to run at the worker's exit (handed in: this module does not import
+    `configure()`)."""
     multiprocessing = sys.modules.get("multiprocessing")
     if multiprocessing is None or multiprocessing.parent_process() is None:
         return False
@@ -114,10 +117,8 @@ def inherit() -> bool:
     try:
         arguments = json.loads(text)
         left_out = arguments.pop("left_out", [])
-        from ._config import configure
-
         configure(**arguments)
-        _flush_at_worker_exit()
+        _flush_at_worker_exit(at_worker_exit)
     except Exception as exc:
         log_internal_error("configuring a worker process from its parent's settings", exc)
         return False
@@ -132,10 +133,8 @@ def inherit() -> bool:
     return True
 
 
-def _flush_at_worker_exit() -> None:
+def _flush_at_worker_exit(at_worker_exit: Callable[[], object]) -> None:
     """multiprocessing workers leave through `os._exit`: atexit never runs, its finalizers do."""
     import multiprocessing.util as mp_util
 
-    from ._config import _at_exit
-
-    mp_util.Finalize(None, _at_exit, exitpriority=100)
+    mp_util.Finalize(None, at_worker_exit, exitpriority=100)

@@ -18,7 +18,6 @@ import sys
 import threading
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +30,13 @@ from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 from .. import semconv
 from ..exceptions import MastraceWarning
 from ..pipeline._pipeline import FlushResult, Pipeline, SwitchProcessor
-from ..pipeline._snapshot import Limits
 from ..scrubbing._options import ScrubbingOptions
 from ..tracing import _context
 from ..tracing._errors import log_internal_error, logger
 from ..tracing._otel_private import replace_provider_resource, reset_global_providers
+from ..tracing._state import STATE
 from . import _children, _destinations, _settings
-from ._settings import UNSET, UnsetType
-from ._state import STATE
+from ._settings import UNSET, Settings, UnsetType
 
 __all__ = ["configure", "force_flush", "is_configured", "shutdown"]
 
@@ -46,31 +44,6 @@ __all__ = ["configure", "force_flush", "is_configured", "shutdown"]
 def disabled_by_env() -> bool:
     """Whether `MASTRACE_DISABLED` asks for every call to be a no-op."""
     return _settings.resolve(_settings.DISABLED, UNSET, os.environ)
-
-
-@dataclass(frozen=True)
-class Settings:
-    """The resolved configuration (arguments merged with the environment)."""
-
-    service_name: str
-    local: Path | None
-    otlp: str | bool | None
-    logfire: str | bool | None = field(repr=False)  # may hold a token
-    console: bool
-    scrubbing: ScrubbingOptions | None
-    sample_rate: float
-    propagate_threads: bool
-    exporters: tuple[SpanExporter, ...] = ()
-    capture_content: bool = False
-    flush_interval: float = 0.5
-    max_queue_size: int = 200_000
-    synchronous: bool = False
-    shutdown_timeout: float = 5.0
-    otlp_exit_timeout: float = 1.0
-    max_row_bytes: int = 1_000_000
-    retention: Any = None  # a store._retention.Retention
-    logfire_token_ignored: bool = False  # LOGFIRE_TOKEN is set but the logfire package is missing
-    limits: Limits = field(default_factory=Limits)
 
 
 def _resolve(arguments: Mapping[str, object]) -> Settings:

@@ -16,7 +16,7 @@ from opentelemetry.sdk.resources import Resource
 from ..pipeline._pipeline import Destination
 
 if TYPE_CHECKING:
-    from ._config import Settings
+    from ._settings import Settings
 
 __all__ = ["REMOTE_QUEUE_WITH_STORE", "build", "new_instance_id", "resource"]
 
@@ -72,7 +72,7 @@ def build(settings: Settings) -> list[Destination]:
     }
     out: list[Destination] = []
     if settings.local is not None:
-        from ..store import LocalStoreExporter
+        from ..store._writer import LocalStoreExporter
 
         # strict=False: an unwritable folder is one warning and counted failures, not an exception
         # in the application; the other destinations keep working.

@@ -17,147 +17,49 @@ import json
 import math
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Final
 
 from opentelemetry.sdk.trace.export import SpanExporter
 
-from ..exceptions import ConfigError
 from ..scrubbing._options import ScrubbingOptions
+from ..tracing._params import (
+    _FALSE,
+    _FLAG_TEXT,
+    _TRUE,
+    CAPTURE_CONTENT,
+    DISABLED,
+    HINTS,
+    UNSET,
+    Param,
+    UnsetType,
+    _check_bool,
+    _check_text,
+    _no_env,
+    _parse_flag,
+    _parse_float,
+    _parse_int,
+    _parse_text,
+    resolve,
+    resolve_from,
+)
+from ..tracing._snapshot import Limits
 
-__all__ = ["PARAMS", "UNSET", "Param", "UnsetType", "render_markdown_table", "resolve", "resolve_from"]
-
-T = TypeVar("T")
-
-
-class UnsetType:
-    """The type of `UNSET`: "this argument was not passed", told apart from every real value."""
-
-    _instance: UnsetType | None = None
-
-    def __new__(cls) -> UnsetType:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
-    def __repr__(self) -> str:
-        return "UNSET"
-
-    def __bool__(self) -> bool:
-        return False
-
-    def __reduce__(self) -> str:
-        return "UNSET"
-
-
-UNSET: Final = UnsetType()
-"""The default of every `configure()` argument: take the environment variable, else the default."""
-
-
-@dataclass(frozen=True)
-class Param(Generic[T]):
-    """One setting: where its value comes from and what it accepts.
-
-    Attributes:
-        name: The `configure()` argument (or, for an environment-only setting, a name for it).
-        env: Environment variables read in this order when the argument is not passed; the first
-            one set to a non-empty value is used.
-        type: The accepted Python types, as shown in the README table.
-        default: The value when neither the argument nor the environment gives one.
-        parser: `(variable, text) -> value` for an environment variable; raises ValueError.
-        check: Validates and normalises an argument or a parsed environment value; raises
-            ValueError or TypeError.
-        doc: One line for users.
-        accepts: What the argument accepts, for error messages.
-        env_accepts: What the environment variables accept, for error messages.
-        env_doc: How the environment is read, for the README table (default: the variable names).
-        default_doc: The default as shown in the README table (default: the value).
-        default_factory: Computes the default when it depends on the process (the script name).
-        argument: False for a setting that only the environment gives.
-        secret: Never echo the value in an error message.
-        none_is_unset: An explicit None means "not passed" (the argument's historical default).
-    """
-
-    name: str
-    env: tuple[str, ...]
-    type: str
-    default: T
-    parser: Callable[[str, str], Any]
-    check: Callable[[Any], T]
-    doc: str
-    accepts: str
-    env_accepts: str = ""
-    env_doc: str = ""
-    default_doc: str = ""
-    default_factory: Callable[[], T] | None = None
-    argument: bool = True
-    secret: bool = False
-    none_is_unset: bool = False
-
-    def default_value(self) -> T:
-        """The default, computed now when it depends on the process."""
-        return self.default_factory() if self.default_factory is not None else self.default
-
-
-# --- parsers and checks ----------------------------------------------------------------------------
-_TRUE = frozenset({"1", "true", "yes", "on"})
-_FALSE = frozenset({"0", "false", "no", "off"})
-_FLAG_TEXT = "1/0, true/false, yes/no or on/off"
-
-
-def _parse_flag(var: str, text: str) -> bool:
-    value = text.strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise ValueError(text)
-
-
-# `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT` also takes the content modes of the
-# OpenTelemetry GenAI utilities; mastrace records content on spans only, so the span modes mean on.
-_CONTENT_ON = frozenset({"span_only", "span_and_event"})
-_CONTENT_OFF = frozenset({"no_content", "event_only"})
-
-
-def _parse_capture(var: str, text: str) -> bool:
-    value = text.strip().lower()
-    if var == "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT":
-        if value in _CONTENT_ON:
-            return True
-        if value in _CONTENT_OFF:
-            return False
-    return _parse_flag(var, text)
-
-
-def _parse_text(var: str, text: str) -> str:
-    return text.strip()
-
-
-def _parse_float(var: str, text: str) -> float:
-    return float(text)
-
-
-def _parse_int(var: str, text: str) -> int:
-    return int(text)
-
-
-def _no_env(var: str, text: str) -> Any:  # pragma: no cover - parameters without variables
-    raise ValueError(text)
-
-
-def _check_bool(value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(value)
-    return value
-
-
-def _check_text(value: Any) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(value)
-    return value.strip()
+__all__ = [
+    "CAPTURE_CONTENT",
+    "DISABLED",
+    "HINTS",
+    "PARAMS",
+    "UNSET",
+    "Param",
+    "Settings",
+    "UnsetType",
+    "render_markdown_table",
+    "resolve",
+    "resolve_from",
+]
 
 
 def _number_check(
@@ -314,21 +216,6 @@ CONSOLE: Final = Param[bool](
     doc="Print a line per finished span to stderr.",
     accepts="True or False",
     env_accepts=_FLAG_TEXT,
-)
-CAPTURE_CONTENT: Final = Param[bool](
-    name="capture_content",
-    env=("MASTRACE_CAPTURE_CONTENT", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"),
-    type="bool",
-    default=False,
-    default_doc="off",
-    env_doc="`MASTRACE_CAPTURE_CONTENT`, else `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`",
-    parser=_parse_capture,
-    check=_check_bool,
-    doc="Record LLM messages, system instructions, tool definitions and tool arguments (scrubbed).",
-    accepts="True or False",
-    env_accepts=f"{_FLAG_TEXT} (the OpenTelemetry variable also SPAN_ONLY, SPAN_AND_EVENT, "
-    "EVENT_ONLY or NO_CONTENT)",
-    none_is_unset=True,
 )
 SCRUBBING: Final = Param[bool | ScrubbingOptions](
     name="scrubbing",
@@ -488,19 +375,6 @@ SYNCHRONOUS: Final = Param[bool](
     doc="Export on the calling thread when a span ends (tests and short scripts).",
     accepts="True or False",
 )
-DISABLED: Final = Param[bool](
-    name="disabled",
-    env=("MASTRACE_DISABLED",),
-    type="bool",
-    default=False,
-    default_doc="off",
-    parser=_parse_flag,
-    check=_check_bool,
-    doc="Every mastrace call becomes a no-op (environment only).",
-    accepts="True or False",
-    env_accepts=_FLAG_TEXT,
-    argument=False,
-)
 
 
 def _parse_run(var: str, text: str) -> dict[str, Any]:
@@ -521,20 +395,6 @@ def _check_run(value: Any) -> dict[str, Any]:
     return {name: by_name[name].check(item) for name, item in value.items()}
 
 
-HINTS: Final = Param[bool](
-    name="hints",
-    env=("MASTRACE_HINTS",),
-    type="bool",
-    default=True,
-    default_doc="on",
-    parser=_parse_flag,
-    check=_check_bool,
-    doc="At exit, one line on stderr when spans were created but `configure()` was never called "
-    "(never under pytest or unittest, nor in a notebook or an interactive interpreter).",
-    accepts="True or False",
-    env_accepts=_FLAG_TEXT,
-    argument=False,
-)
 RUN: Final = Param[dict[str, Any]](
     name="run",
     env=("MASTRACE_RUN",),
@@ -575,43 +435,6 @@ PARAMS: Final[tuple[Param[Any], ...]] = (
 """Every setting, in the order of `configure()`'s signature; environment-only settings last."""
 
 
-# --- resolution ------------------------------------------------------------------------------------
-def resolve_from(param: Param[T], explicit: object, environ: Mapping[str, str]) -> tuple[T, str]:
-    """The value of `param` and where it came from: "argument", a variable's name, or "default".
-
-    Raises:
-        ConfigError: The argument, or the environment variable used, is invalid; the message
-            names it and says what it accepts.
-    """
-    if not (explicit is UNSET or (explicit is None and param.none_is_unset)):
-        try:
-            return param.check(explicit), "argument"
-        except (ValueError, TypeError):
-            shown = "<redacted>" if param.secret else repr(explicit)
-            raise ConfigError(f"{param.name}={shown}: expected {param.accepts}") from None
-    for var in param.env:
-        text = environ.get(var, "")
-        if not text.strip():
-            continue
-        try:
-            return param.check(param.parser(var, text)), var
-        except (ValueError, TypeError):
-            shown = "<redacted>" if param.secret else repr(text)
-            raise ConfigError(f"{var}={shown}: expected {param.env_accepts or param.accepts}") from None
-    return param.default_value(), "default"
-
-
-def resolve(param: Param[T], explicit: object, environ: Mapping[str, str]) -> T:
-    """The value of `param`: the explicit argument, else its environment variable, else its default.
-
-    `explicit` is `UNSET` when the argument was not passed.
-
-    Raises:
-        ConfigError: The argument, or the environment variable used, is invalid.
-    """
-    return resolve_from(param, explicit, environ)[0]
-
-
 def render_markdown_table() -> str:
     """The README's configuration table, generated from `PARAMS` (a test keeps them equal)."""
     header = ("argument", "type", "environment variable", "default", "meaning")
@@ -624,3 +447,28 @@ def render_markdown_table() -> str:
     lines = ["| " + " | ".join(row) + " |" for row in rows]
     lines.insert(1, "|" + "|".join("---" for _ in header) + "|")
     return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The resolved configuration (arguments merged with the environment)."""
+
+    service_name: str
+    local: Path | None
+    otlp: str | bool | None
+    logfire: str | bool | None = field(repr=False)  # may hold a token
+    console: bool
+    scrubbing: ScrubbingOptions | None
+    sample_rate: float
+    propagate_threads: bool
+    exporters: tuple[SpanExporter, ...] = ()
+    capture_content: bool = False
+    flush_interval: float = 0.5
+    max_queue_size: int = 200_000
+    synchronous: bool = False
+    shutdown_timeout: float = 5.0
+    otlp_exit_timeout: float = 1.0
+    max_row_bytes: int = 1_000_000
+    retention: Any = None  # a store._retention.Retention
+    logfire_token_ignored: bool = False  # LOGFIRE_TOKEN is set but the logfire package is missing
+    limits: Limits = field(default_factory=Limits)

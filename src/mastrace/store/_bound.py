@@ -14,7 +14,7 @@ import json
 from typing import Any, Final
 
 from .. import semconv
-from ..pipeline._snapshot import dumps_json, loads_json, truncation_marker
+from ..tracing._snapshot import dumps_json, loads_json, truncation_marker
 
 __all__ = [
     "DEFAULT_MAX_ROW_BYTES",

@@ -22,8 +22,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 
 from .. import semconv
-from ..pipeline._snapshot import dumps_json
 from ..tracing._otel_private import span_attributes, span_sequence
+from ..tracing._snapshot import dumps_json
 from ._bound import DEFAULT_MAX_ROW_BYTES, bound_line
 from ._schema import SKELETON_BASE
 

@@ -21,10 +21,10 @@ from typing import Any
 
 from .. import semconv
 from ..exceptions import ConfigError
-from ..setup import _settings
-from ..setup._state import STATE
 from ..usage import field_of
+from . import _params
 from ._errors import warn_once
+from ._state import STATE
 
 __all__ = [
     "REQUEST_PARAMETERS",
@@ -81,7 +81,7 @@ def capture_enabled(explicit: bool | None = None) -> bool:
     if configured is not None:
         return configured
     try:
-        return bool(_settings.resolve(_settings.CAPTURE_CONTENT, _settings.UNSET, os.environ))
+        return bool(_params.resolve(_params.CAPTURE_CONTENT, _params.UNSET, os.environ))
     except ConfigError as exc:  # raised by configure(); at call time, content stays off
         warn_once("capture-content-env", f"mastrace: {exc}; content is not captured")
         return False

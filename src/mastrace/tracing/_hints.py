@@ -16,7 +16,7 @@ import os
 import sys
 import threading
 
-from ..setup._state import STATE
+from ._state import STATE
 
 __all__ = ["first_noop_span", "hint_text", "should_hint"]
 
@@ -52,12 +52,12 @@ def should_hint() -> bool:
     nothing here asks for silence."""
     if not STATE.noop_spans or STATE.configured:
         return False
-    from ..setup import _settings
+    from . import _params
 
     try:
-        if not _settings.resolve(_settings.HINTS, _settings.UNSET, os.environ):
+        if not _params.resolve(_params.HINTS, _params.UNSET, os.environ):
             return False
-        if _settings.resolve(_settings.DISABLED, _settings.UNSET, os.environ):
+        if _params.resolve(_params.DISABLED, _params.UNSET, os.environ):
             return False
     except Exception:  # a malformed variable: say nothing rather than fail at exit
         return False
@@ -68,7 +68,7 @@ def hint_text() -> str:
     """The hint: how many spans were not recorded, why, and what to do."""
     n = STATE.noop_spans
     return (
-        f"mastrace: {n:,} span(s) were not recorded because {__package__}.configure() was never called in "
+        f"mastrace: {n:,} span(s) were not recorded because mastrace.configure() was never called in "
         "this process; call it once at start (or run the program with `mastrace run -- ...`). "
         "Set MASTRACE_HINTS=0 to silence this."
     )

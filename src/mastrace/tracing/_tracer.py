@@ -23,10 +23,10 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
 from .. import semconv
-from ..pipeline._snapshot import coerce_value, json_schema
-from ..setup._state import STATE, bump, span_lost
 from ._errors import handle_internal_errors, log_internal_error, text_of, unreadable
 from ._otel_private import RUNTIME_CONTEXT_VAR, SPAN_KEY
+from ._snapshot import coerce_value, json_schema
+from ._state import STATE, bump, span_lost
 
 __all__ = ["NOOP_SPAN", "NoOpSpan", "Span", "Tracer", "get_tracer"]
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
-from opentelemetry.trace import TracerProvider
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
 
 
 @dataclass
@@ -35,18 +36,10 @@ class State:
 STATE = State()
 
 CHILD_SETTINGS_ENV = "MASTRACE_CHILD_SETTINGS"
-"""The settings a configured process leaves its spawn/forkserver workers (see `_children`)."""
+"""The settings a configured process leaves its spawn/forkserver workers (see `setup._children`).
 
-
-def _inherit() -> bool:
-    from ._children import inherit  # only in a process that may be such a worker
-
-    return inherit()
-
-
-# Here rather than in `_config`: a worker's first span may come before anything imports `_config`.
-if os.environ.get(CHILD_SETTINGS_ENV):  # perhaps a worker of a configured process
-    STATE.inherit = _inherit
+`import mastrace` arms the inheritance when this variable is set (`setup.arm_inheritance`): the
+state itself imports nothing of mastrace."""
 
 
 def bump(counter: str, n: int = 1) -> None:
