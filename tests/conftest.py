@@ -15,8 +15,32 @@ from mastrace.setup import _config
 from mastrace.tracing import _context
 from mastrace.tracing._errors import reset_reported
 from phoenix_server import Phoenix, run_phoenix
+from version_sensitive import SELECTED
 
 _ENV_PREFIXES = ("MASTRACE_", "OTEL_", "LOGFIRE_")
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--version-sensitive",
+        action="store_true",
+        help="run only the tests whose behaviour depends on the Python or DuckDB version "
+        "(tests/version_sensitive.py): the suite on the other supported Pythons",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("--version-sensitive"):
+        return
+    keep, drop = [], []
+    for item in items:
+        path = os.path.relpath(str(item.path), _ROOT).replace(os.sep, "/")
+        (keep if path in SELECTED else drop).append(item)
+    config.hook.pytest_deselected(items=drop)
+    items[:] = keep
+
+
 _ENV_NAMES = ("TRACEPARENT", "TRACESTATE")
 
 

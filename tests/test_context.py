@@ -363,7 +363,7 @@ def test_child_process_continues_the_trace(tmp_path: Path) -> None:
             env=mastrace.inject_env(),
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=600,
             check=False,
         )
     assert result.returncode == 0, result.stderr

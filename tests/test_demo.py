@@ -31,7 +31,7 @@ def _run(store: Path, seed: str) -> list[tuple[str, str]]:
         check=True,
         capture_output=True,
         env=env,
-        timeout=120,
+        timeout=600,
     )
     shape = []
     for row in query("SELECT span_name, CAST(attributes AS VARCHAR) AS a FROM records", store):

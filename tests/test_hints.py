@@ -48,7 +48,7 @@ def _run(code: str, tmp_path: Path, *args: str, **env: str) -> subprocess.Comple
         text=True,
         cwd=tmp_path,
         env=_env(**env),
-        timeout=120,
+        timeout=600,
     )
 
 
@@ -109,7 +109,7 @@ def test_no_hint_in_a_users_test_suite(tmp_path: Path) -> None:
         ("-m", "unittest", "test_app"),
     ):
         done = subprocess.run(
-            [sys.executable, *args], capture_output=True, text=True, cwd=tmp_path, env=_env(), timeout=120
+            [sys.executable, *args], capture_output=True, text=True, cwd=tmp_path, env=_env(), timeout=600
         )
         assert done.returncode == 0, done.stdout + done.stderr
         assert "was never called" not in done.stdout + done.stderr, args

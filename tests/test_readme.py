@@ -203,11 +203,11 @@ def _prepare(block: Block, work: Path, home: Path, request: pytest.FixtureReques
         env = _env(home)
         parent = subprocess.run(
             [sys.executable, "-c", WORKER, str(work / "parent/.mastrace"), "parent", "coordination.session"],
-            check=True, capture_output=True, text=True, env=env, timeout=120,
+            check=True, capture_output=True, text=True, env=env, timeout=600,
         ).stdout.strip()  # fmt: skip
         subprocess.run(
             [sys.executable, "-c", WORKER, str(work / "workers/w1/.mastrace"), "worker", "agent.w1.round_0"],
-            check=True, capture_output=True, text=True, env={**env, "TRACEPARENT": parent}, timeout=120,
+            check=True, capture_output=True, text=True, env={**env, "TRACEPARENT": parent}, timeout=600,
         )  # fmt: skip
     if "collector" in block.needs or "logfire" in block.needs:
         request.getfixturevalue("collector")
@@ -336,7 +336,7 @@ def _span_names(store: Path, env: dict[str, str]) -> set[str]:
     done = subprocess.run(
         [str(BIN / "mastrace"), "query", "--store", str(store), "--format", "csv",
          "SELECT DISTINCT span_name FROM records"],
-        capture_output=True, text=True, env=env, timeout=120,
+        capture_output=True, text=True, env=env, timeout=600,
     )  # fmt: skip
     return set(done.stdout.splitlines()[1:])
 

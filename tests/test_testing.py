@@ -295,7 +295,7 @@ def test_a_users_suite_gets_the_fixture_from_the_plugin(tmp_path: Path) -> None:
         text=True,
         cwd=tmp_path,
         env=env,
-        timeout=120,
+        timeout=600,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed" in done.stdout

@@ -154,7 +154,7 @@ def query(store: Path, sql: str) -> list[dict[str, object]]:
         [str(MASTRACE), "query", "--store", str(store), "--format", "json", sql],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,
     )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
@@ -166,7 +166,7 @@ def analyze(store: Path, out: Path) -> str:
         [str(MASTRACE), "analyze", "--store", str(store), "latest", "-o", str(out)],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,
     )
     assert done.returncode == 0, done.stderr
     return out.read_text()

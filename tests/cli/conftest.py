@@ -45,7 +45,7 @@ def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
             capture_output=True,
             text=True,
             env=clean_env(),
-            timeout=120,
+            timeout=600,
         )
     return store
 
@@ -62,7 +62,7 @@ def make_runner(cwd: Path) -> Runner:
             text=True,
             cwd=cwd,
             env=clean_env(),
-            timeout=120,
+            timeout=600,
         )
 
     return run

@@ -33,7 +33,7 @@ WRITE = textwrap.dedent(
 @pytest.fixture(scope="module")
 def lf_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     store = tmp_path_factory.mktemp("lf") / "store"
-    subprocess.run([sys.executable, "-c", WRITE, str(store)], check=True, env=clean_env(), timeout=120)
+    subprocess.run([sys.executable, "-c", WRITE, str(store)], check=True, env=clean_env(), timeout=600)
     return store
 
 

@@ -87,7 +87,7 @@ def test_python_dash_m_mastrace_is_the_command(demo_store: Path) -> None:
         capture_output=True,
         text=True,
         env=clean_env(),
-        timeout=120,
+        timeout=600,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.count('"coordination.session"') == 2
@@ -135,7 +135,7 @@ def test_default_store_comes_from_the_environment(
     """Without --store, the MASTRACE_DIR store is read (and ./.mastrace when unset)."""
     env = {**clean_env(), "MASTRACE_DIR": str(demo_store)}
     result = subprocess.run(
-        [str(MASTRACE), "runs"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120
+        [str(MASTRACE), "runs"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600
     )
     assert result.returncode == 0 and result.stdout.count("coordination.session") == 2
     missing = mastrace_cli("runs")

@@ -257,7 +257,7 @@ def test_without_the_extra_the_command_says_what_to_install(tmp_path: Path) -> N
         text=True,
         env=env,
         stdin=subprocess.DEVNULL,
-        timeout=120,
+        timeout=600,
     )
     assert done.returncode == 2 and "pip install 'mastrace[mcp]'" in done.stderr
 

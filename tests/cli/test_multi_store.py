@@ -49,7 +49,7 @@ def spread(tmp_path_factory: pytest.TempPathFactory) -> Path:
         [sys.executable, "-c", PARENT, str(root / "parent"), CHILD, str(root / "workers")],
         check=True,
         env=clean_env(),
-        timeout=120,
+        timeout=600,
     )
     return root
 

@@ -27,7 +27,7 @@ def _run(tmp_path: Path, *command: str) -> subprocess.CompletedProcess[str]:
         [str(MASTRACE), "run", "--store", str(tmp_path / "store"), "--instrument", "none", *command],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,
         env=clean_env(),
         cwd=tmp_path,
     )
@@ -37,7 +37,7 @@ def _stored(tmp_path: Path) -> list[dict[str, object]]:
     done = subprocess.run(
         [str(MASTRACE), "query", "--store", str(tmp_path / "store"), "--format", "json",
          "SELECT span_name, attributes->>'argv' AS argv FROM records"],
-        capture_output=True, text=True, timeout=120, env=clean_env(),
+        capture_output=True, text=True, timeout=600, env=clean_env(),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
@@ -105,13 +105,13 @@ def test_the_command_line_wins_over_the_programs_own_configure(tmp_path: Path) -
     done = subprocess.run(
         [str(MASTRACE), "run", "--store", "other", "--service-name", "from-cli", "--instrument", "none",
          "--", "app.py"],
-        capture_output=True, text=True, timeout=120, env=clean_env(), cwd=tmp_path,
+        capture_output=True, text=True, timeout=600, env=clean_env(), cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     rows = subprocess.run(
         [str(MASTRACE), "query", "--store", str(tmp_path / "other"), "--format", "json",
          "SELECT span_name, service_name FROM records ORDER BY span_name"],
-        capture_output=True, text=True, timeout=120, env=clean_env(),
+        capture_output=True, text=True, timeout=600, env=clean_env(),
     )  # fmt: skip
     assert json.loads(rows.stdout) == [
         {"span_name": "app.work", "service_name": "from-cli"},
@@ -125,7 +125,7 @@ def test_without_options_the_programs_own_configure_holds(tmp_path: Path) -> Non
     (tmp_path / "app.py").write_text(CONFIGURING_APP)
     done = subprocess.run(
         [str(MASTRACE), "run", "--instrument", "none", "--", "app.py"],
-        capture_output=True, text=True, timeout=120, env=clean_env(), cwd=tmp_path,
+        capture_output=True, text=True, timeout=600, env=clean_env(), cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert (tmp_path / ".mastrace" / "segments").is_dir() and (tmp_path / "child-store" / "segments").is_dir()
@@ -152,7 +152,7 @@ def test_every_bad_input_is_one_line_and_exit_2(tmp_path: Path, command: tuple[s
     (tmp_path / "app.py").write_text("raise SystemExit('the program must not run')\n")
     (tmp_path / "afile").write_text("")
     done = subprocess.run(
-        [str(MASTRACE), "run", *command], capture_output=True, text=True, timeout=120, env=clean_env(),
+        [str(MASTRACE), "run", *command], capture_output=True, text=True, timeout=600, env=clean_env(),
         cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 2, done.stderr
@@ -178,12 +178,12 @@ def test_instrument_is_repeatable_and_comma_separated(tmp_path: Path) -> None:
         "--",
         "app.py",
     ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=clean_env(), cwd=tmp_path)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=clean_env(), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[True, True]"
     plain = subprocess.run(
         [str(MASTRACE), "run", "--instrument", "none", "--", "app.py"],
-        capture_output=True, text=True, timeout=120, env=clean_env(), cwd=tmp_path,
+        capture_output=True, text=True, timeout=600, env=clean_env(), cwd=tmp_path,
     )  # fmt: skip
     assert plain.stdout.strip() == "[False, False]"
 

@@ -62,7 +62,7 @@ def test_latest_is_the_newest_coordination_session_not_the_newest_trace(
         f"import mastrace\nmastrace.configure(local={str(store)!r})\n"
         "with mastrace.get_tracer().span('helper.job'):\n    pass\n"
     )
-    subprocess.run([sys.executable, "-c", code], check=True, env=clean_env(), timeout=120)
+    subprocess.run([sys.executable, "-c", code], check=True, env=clean_env(), timeout=600)
     rows = json.loads(mastrace_cli("runs", "--format", "json", store=store).stdout)
     assert [(r["name"], r["ref"]) for r in rows] == [
         ("helper.job", None),

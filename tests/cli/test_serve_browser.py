@@ -49,7 +49,7 @@ def write_elsewhere(store: Path, name: str, traceparent: str | None = None) -> s
     if traceparent is not None:
         env["TRACEPARENT"] = traceparent
     done = subprocess.run(
-        [sys.executable, "-c", WRITER, str(store), name], capture_output=True, text=True, timeout=120, env=env
+        [sys.executable, "-c", WRITER, str(store), name], capture_output=True, text=True, timeout=600, env=env
     )
     assert done.returncode == 0, done.stderr
     return done.stdout.strip().splitlines()[-1]

@@ -133,7 +133,7 @@ def test_trace_prefixes_resolve_through_a_source(run: Runner, served: tuple[Path
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(MASTRACE), *args], capture_output=True, text=True, env=env or clean_env(), timeout=120
+        [str(MASTRACE), *args], capture_output=True, text=True, env=env or clean_env(), timeout=600
     )
 
 

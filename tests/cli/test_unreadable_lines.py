@@ -151,7 +151,7 @@ def test_every_ui_and_api_route_reads_around_them(bad_store: Path) -> None:
             "/runs/latest/report",
             "/api/diff?a=latest&b=latest",
         ):
-            with urllib.request.urlopen(base + path, timeout=120) as reply:
+            with urllib.request.urlopen(base + path, timeout=600) as reply:
                 body = reply.read()
                 assert reply.status == 200 and reply.headers["X-Mastrace-Skipped-Rows"] == "2", path
             if path == "/api/runs":

@@ -77,7 +77,7 @@ def test_phoenix_shows_the_messages_tool_calls_and_kinds(
     monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "openinference.project.name=genai-viewers")
     mastrace.configure(service_name="genai", otlp=phoenix.url, local=False, capture_content=True)
     run_agent(instrumented)
-    assert mastrace.force_flush(timeout=120).destinations["otlp"].exported == 11
+    assert mastrace.force_flush(timeout=600).destinations["otlp"].exported == 11
     spans = phoenix.spans("genai-viewers", expected=11)
     by_name: dict[str, list[dict[str, Any]]] = {}
     for span in sorted(spans, key=lambda s: s["start_time"]):

@@ -276,7 +276,7 @@ def test_off_loopback_a_token_is_required(tmp_path: Path, serve_process: Callabl
         [str(MASTRACE), "serve", "--host", "0.0.0.0", "--http-port", "0", "--store", str(tmp_path / "s")],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,
         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
     )
     assert proc.returncode == 2 and "needs a token" in proc.stderr, (proc.stderr, sys.executable)

@@ -136,7 +136,7 @@ def test_four_processes_write_one_store_while_a_reader_queries(tmp_path: Path) -
         while any(w.poll() is None for w in writers) and time.monotonic() < give_up:
             seen.append(count(tmp_path))  # raises (and fails the test) if a read ever fails
     finally:
-        outputs = [w.communicate(timeout=120) for w in writers]
+        outputs = [w.communicate(timeout=600) for w in writers]
     assert [w.returncode for w in writers] == [0, 0, 0, 0], [err for _, err in outputs]
     assert seen == sorted(seen), "a later read saw fewer rows than an earlier one"
     (row,) = query(
@@ -184,7 +184,7 @@ def test_a_torn_line_left_by_a_killed_writer_is_skipped(tmp_path: Path) -> None:
     assert flushed == 300
     assert count(tmp_path) == 300
     follower = spawn(BATCH_WRITER, tmp_path, 10, "after")
-    _, err = follower.communicate(timeout=120)
+    _, err = follower.communicate(timeout=600)
     assert follower.returncode == 0, err
     assert count(tmp_path) == 310
 
@@ -192,7 +192,7 @@ def test_a_torn_line_left_by_a_killed_writer_is_skipped(tmp_path: Path) -> None:
 def test_concurrent_writers_each_keep_the_roots_of_their_own_segments(tmp_path: Path) -> None:
     """3 processes writing at once leave one roots file per segment and `roots` lists every root once."""
     writers = [spawn(TREE_WRITER, tmp_path, 200, f"w{n}") for n in range(3)]
-    outputs = [w.communicate(timeout=120) for w in writers]
+    outputs = [w.communicate(timeout=600) for w in writers]
     assert [w.returncode for w in writers] == [0, 0, 0], [err for _, err in outputs]
     assert [f.name for f in root_files(tmp_path)] == [f.name for f in segment_files(tmp_path)]
     assert roots_complete(tmp_path)

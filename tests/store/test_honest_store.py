@@ -68,7 +68,7 @@ def test_counts_match_the_store_when_writes_fail(tmp_path: Path) -> None:
         env=_env(),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr
     counts = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -93,7 +93,7 @@ def test_counts_match_the_store_on_a_full_tmpfs(tmp_path: Path) -> None:
             env=_env(),
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=600,
         )
         assert proc.returncode == 0, proc.stderr
         counts = json.loads(proc.stdout.strip().splitlines()[-1])
