@@ -13,6 +13,7 @@ import pytest
 from mastrace.scrubbing import _table
 from mastrace.scrubbing._engine import Scrubber
 from mastrace.scrubbing._finder import compiled_rules as compiled_table
+from mastrace.scrubbing._options import ScrubbingOptions
 from mastrace.scrubbing._table import RULES, SecretRule, expand
 
 SAMPLES = [(rule, expand(sample)) for rule in RULES for sample in rule.samples]
@@ -109,17 +110,34 @@ def _adversarial(rule: SecretRule) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("rule", RULES, ids=[r.id for r in RULES])
-def test_no_rule_backtracks_on_100kb(scrubber: Scrubber, rule: SecretRule) -> None:
-    """The whole scrubber gets through 100 KB adversarial strings for each rule in linear time.
-
-    A catastrophic pattern takes minutes on such input; the bound is loose on purpose.
-    """
-    for text in _adversarial(rule):
+def _fastest(text: str, runs: int = 3) -> float:
+    """The fastest of `runs` scrubs of `text`, each by a new scrubber (its caches empty): the least
+    disturbed by whatever else the machine runs."""
+    best = float("inf")
+    for _ in range(runs):
+        scrubber = Scrubber(ScrubbingOptions())
+        scrubber.scrub_text("warm up")
         start = time.perf_counter()
         scrubber.scrub_text(text)
-        elapsed = time.perf_counter() - start
-        assert elapsed < 5.0, f"{rule.id}: {elapsed:.1f} s on {text[:40]!r}…"
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+@pytest.mark.parametrize("rule", RULES, ids=[r.id for r in RULES])
+def test_no_rule_backtracks_on_100kb(rule: SecretRule) -> None:
+    """The whole scrubber gets through 100 KB adversarial strings for each rule in linear time.
+
+    Each string is measured against its own first half in the same test, each scrub with a scrubber of
+    its own (no cache shared): linear work takes ~2× as long on twice the text, a quadratic pattern ~4×,
+    a catastrophic one minutes. The bound (6×, plus 0.25 s for a scheduler's pauses) holds on a loaded
+    machine; backtracking does not pass it.
+    """
+    for text in _adversarial(rule):
+        half = _fastest(text[: len(text) // 2])
+        full = _fastest(text)
+        assert full <= 6 * half + 0.25, (
+            f"{rule.id}: {full:.3f} s on 100 KB vs {half:.4f} s on 50 KB of {text[:40]!r}…"
+        )
 
 
 def test_the_spelled_out_word_check_matches_the_word_list() -> None:
