@@ -46,9 +46,11 @@ from ._names import (
 )
 
 __all__ = [
+    "CONTEXT_GATE",
     "CONTEXT_WORDS",
     "ContextHit",
     "find_in_context",
+    "has_candidate",
     "looks_random",
     "mentions_context_word",
     "secret_name_strength",
@@ -73,6 +75,25 @@ def mentions_context_word(low: str) -> bool:
     )
 
 
+CONTEXT_GATE = (
+    r"(?:pass|pw|secret|token|key|cred|auth|login)[a-z0-9_.-]{0,60}[\"'`]?"
+    r"(?:>|[ \t]*(?::=|=>|->|[:=])[ \t]*|[ \t]*[(,][^\n]{0,120}"
+    r"|[ \t]+(?:(?:is|was|are|equals|set[ \t]+to|to|=|:)[ \t]+){0,2})"
+    r"(?:\\?[\"'`]){0,2}[^\s\"'`<>]{4}"
+    r"|(?:^|[\s\"'])-p|machine[ \t]"
+)
+"""Where the context finder can find something, as one pattern without look-arounds (for Hyperscan and
+RE2, and `re` on lower-cased text): a secret word, the rest of a name, any gap the finder reads, and
+four characters of a value; or a `-p` flag; or a `.netrc` `machine`. It matches wherever the finder
+finds a credential (and in many more places): the first pass's gate for it."""
+_CANDIDATE = re.compile(CONTEXT_GATE)
+
+
+def has_candidate(low: str) -> bool:
+    """Whether lower-cased `low` has a place `CONTEXT_GATE` matches (the pure-Python first pass)."""
+    return mentions_context_word(low) and _CANDIDATE.search(low) is not None
+
+
 @dataclass(frozen=True)
 class ContextHit:
     """A credential found by its context: the value's span, its match, and which context it was."""
@@ -84,9 +105,9 @@ class ContextHit:
 
 
 # Where a secret word can be: the core of a name, found by one search; the name around it is then read
-# outwards with bounded patterns (on the reversed text backwards, as `_context` does).
+# outwards, at most 60 characters each way.
 _CORE = re.compile(r"pass|pw|secret|token|key|cred|auth|login")
-_NAME_BACK = re.compile(r"[a-z0-9_.-]{0,60}")
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_.-")
 _NAME_FWD = re.compile(r"[a-z0-9_.-]{0,60}")
 
 # What may stand between the name and the value, each alternative a context. `q` closes a quoted
@@ -107,7 +128,7 @@ _GAP = re.compile(
     re.VERBOSE,
 )
 _QUOTED = re.compile(r"[^\"'`\s\\<>]{1,512}")
-_BARE = re.compile(r"[^\s\"'`<>,;()\[\]{}|]{1,512}")
+_BARE = re.compile(r"[^\s\"'`<>,;()\[\]{}|&]{1,512}")
 _PROSE_VALUE = re.compile(r"[A-Za-z0-9+/=_\-.~!@#$%^&*]{1,512}")
 _XML_VALUE = re.compile(r"[^<\s]{1,512}(?=</)")
 _TRAILING = ".,:;!?)"
@@ -269,12 +290,10 @@ def looks_random(value: str, *, min_len: int = 8, uuid_ok: bool = True) -> bool:
 def find_in_context(text: str, low: str) -> Iterator[ContextHit]:
     """Every credential of `text` found by its context (see the module docstring), leftmost first."""
     last_end = -1
-    backwards = ""
     for core in _CORE.finditer(low):
         if core.start() < last_end:
             continue  # inside a name already read
-        backwards = backwards or low[::-1]
-        found = _at_name(text, low, backwards, core.start(), core.end())
+        found = _at_name(text, low, core.start(), core.end())
         if found is None:
             continue
         hit, name_end = found
@@ -291,12 +310,11 @@ def find_in_context(text: str, low: str) -> Iterator[ContextHit]:
         yield from _dash_p(text, low)
 
 
-def _at_name(
-    text: str, low: str, backwards: str, core_start: int, core_end: int
-) -> tuple[ContextHit | None, int] | None:
+def _at_name(text: str, low: str, core_start: int, core_end: int) -> tuple[ContextHit | None, int] | None:
     size = len(text)
-    back = _NAME_BACK.match(backwards, size - core_start)
-    start = core_start - (back.end() - (size - core_start) if back else 0)
+    start, stop = core_start, max(0, core_start - 60)
+    while start > stop and low[start - 1] in _NAME_CHARS:
+        start -= 1
     end = _NAME_FWD.match(low, core_end).end()  # type: ignore[union-attr]
     while start < core_start and low[start] in ".-":
         start += 1

@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 from . import _matchers
 from ._context import CHECKS, KeywordIndex, find_assignments, find_k8s_secret_values
-from ._contextual import find_in_context, mentions_context_word
+from ._contextual import find_in_context
 from ._required import requirements, starts_with_literal
 from ._selection import NOTHING
 from ._table import MIN_TOKEN_LEN, RULES, SecretRule, long_runs, python_pattern
@@ -149,7 +149,6 @@ _KEYWORD_LABELS = {
 # Hits of the context finder (`_contextual`): a credential that no rule of the table names, found by a
 # secret word near a random-looking value; any other rule that starts at the same place names it first.
 _CONTEXT = Rule("secret_in_context", None, "secret_in_context", "context", index=(1 << 30) + 1)
-_MIN_CONTEXT_TEXT = 8
 _IN_RUN = re.compile(r"[A-Za-z0-9_.+~-]+")
 _RUN_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.+~-")
 
@@ -180,14 +179,13 @@ class Finder:
         """Every secret-shaped substring of `s`, leftmost first, without overlaps."""
         text = ascii_copy(s)
         found = self.matcher.select(text)
+        if found is NOTHING and not self.env and not self.custom:  # most texts
+            return []
         low = found.low
         in_context: list[Hit] = []
-        if len(text) >= _MIN_CONTEXT_TEXT:
+        if found.context:
             low = text.lower() if low is None else low
-            if mentions_context_word(low):
-                in_context = [Hit(c.start, c.end, _CONTEXT, c.match) for c in find_in_context(text, low)]
-        if found is NOTHING and not self.env and not self.custom and not in_context:  # most texts
-            return []
+            in_context = [Hit(c.start, c.end, _CONTEXT, c.match) for c in find_in_context(text, low)]
         hits = in_context + [
             Hit(m.start(), m.end(), rule, m)
             for value, rule in self.env
