@@ -77,15 +77,17 @@ def mentions_context_word(low: str) -> bool:
 
 CONTEXT_GATE = (
     r"(?:pass|pw|secret|token|key|cred|auth|login)[a-z0-9_.-]{0,60}[\"'`]?"
-    r"(?:>|[ \t]*(?::=|=>|->|[:=])[ \t]*|[ \t]*[(,][^\n]{0,120}"
-    r"|[ \t]+(?:(?:is|was|are|equals|set[ \t]+to|to|=|:)[ \t]+){0,2})"
-    r"(?:\\?[\"'`]){0,2}[^\s\"'`<>]{4}"
-    r"|(?:^|[\s\"'])-p|machine[ \t]"
+    r"(?:(?:>|[ \t]*(?::=|=>|->|[:=])[ \t]*)(?:\\?[\"'`]){0,2}[^\s\"'`<>]{4}"
+    r"|[ \t]*[(,][^\n]{0,120}[\"']\\?[\"'`]?[^\s\"'`<>\\]{4}"
+    r"|[ \t]+(?:(?:is|was|are|equals|set[ \t]+to|to|=|:)[ \t]+){0,2}(?:\\?[\"'`]){0,2}"
+    + "(?:[0-9]{v}{{3}}|{v}[0-9]{v}{{2}}|{v}{{2}}[0-9]{v}|{v}{{3,40}}[0-9]))".format(v=r"[^\s\"'`<>]")
+    + r"|(?:^|[\s\"'])-p|machine[ \t]"
 )
 """Where the context finder can find something, as one pattern without look-arounds (for Hyperscan and
 RE2, and `re` on lower-cased text): a secret word, the rest of a name, any gap the finder reads, and
-four characters of a value; or a `-p` flag; or a `.netrc` `machine`. It matches wherever the finder
-finds a credential (and in many more places): the first pass's gate for it."""
+four characters of a value (after blanks or words only, a value with a digit in its first 41
+characters: prose is full of `tokens per round`); or a `-p` flag; or a `.netrc` `machine`. It matches
+wherever the finder finds a credential (and in many more places): the first pass's gate for it."""
 _CANDIDATE = re.compile(CONTEXT_GATE)
 
 
@@ -132,6 +134,7 @@ _BARE = re.compile(r"[^\s\"'`<>,;()\[\]{}|&]{1,512}")
 _PROSE_VALUE = re.compile(r"[A-Za-z0-9+/=_\-.~!@#$%^&*]{1,512}")
 _XML_VALUE = re.compile(r"[^<\s]{1,512}(?=</)")
 _TRAILING = ".,:;!?)"
+_DIGIT_REACH = 41
 
 _NETRC = re.compile(
     r"(?<![a-z0-9_])machine[ \t]+[^\s]{1,253}(?:[ \t]+login[ \t]+[^\s]{1,253})?"
@@ -352,6 +355,8 @@ def _at_name(text: str, low: str, core_start: int, core_end: int) -> tuple[Conte
     if quoted and v_end < size and text[v_end] not in "\"'`\\":
         return None, end  # a quoted value that does not end at a quote is prose
     value = text[v_start:v_end]
+    if gap.group("words") is not None and not any(c.isdigit() for c in value[:_DIGIT_REACH]):
+        return None, end  # as the gate asks: after blanks or words, a value holds a digit
     if not _takes(value, strength, context, quoted, name, low, start):
         return None, end
     return ContextHit(v_start, v_end, m, context), end
