@@ -75,25 +75,54 @@ def mentions_context_word(low: str) -> bool:
     )
 
 
-CONTEXT_GATE = (
-    r"(?:pass|pw|secret|token|key|cred|auth|login)[a-z0-9_.-]{0,60}[\"'`]?"
-    r"(?:(?:>|[ \t]*(?::=|=>|->|[:=])[ \t]*)(?:\\?[\"'`]){0,2}[^\s\"'`<>]{4}"
+_V = r"[^\s\"'`<>]"  # a character of a value
+_D = r"[^\s\"'`<>0-9,;()\[\]{}|&]"  # one that is neither a digit nor punctuation
+
+
+def _holding(char: str) -> str:
+    """Four value characters or more, one of which, in the first 41, is of class `char`."""
+    return f"(?:{char}{_V}{{3}}|{_V}{char}{_V}{{2}}|{_V}{{2}}{char}{_V}|{_V}{{3,40}}{char})"
+
+
+_GAPS = (
+    r"[\"'`]?(?:(?:>|[ \t]*(?::=|=>|->|[:=])[ \t]*)(?:\\?[\"'`]){0,2}VALUE"
     r"|[ \t]*[(,][^\n]{0,120}[\"']\\?[\"'`]?[^\s\"'`<>\\]{4}"
     r"|[ \t]+(?:(?:is|was|are|equals|set[ \t]+to|to|=|:)[ \t]+){0,2}(?:\\?[\"'`]){0,2}"
-    + "(?:[0-9]{v}{{3}}|{v}[0-9]{v}{{2}}|{v}{{2}}[0-9]{v}|{v}{{3,40}}[0-9]))".format(v=r"[^\s\"'`<>]")
-    + r"|(?:^|[\s\"'])-p|machine[ \t]"
+    + _holding("[0-9]")
+    + ")"
 )
+CONTEXT_GATE = (
+    r"(?:pass|pw)[a-z0-9_.-]{0,60}" + _GAPS.replace("VALUE", _V + "{4}")
+    + r"|(?:secret|token|key|cred|auth|login)[a-z0-9_.-]{0,60}" + _GAPS.replace("VALUE", _holding(_D))
+    + r"|(?:^|[\s\"'])-p|machine[ \t]"
+)  # fmt: skip
 """Where the context finder can find something, as one pattern without look-arounds (for Hyperscan and
 RE2, and `re` on lower-cased text): a secret word, the rest of a name, any gap the finder reads, and
 four characters of a value (after blanks or words only, a value with a digit in its first 41
-characters: prose is full of `tokens per round`); or a `-p` flag; or a `.netrc` `machine`. It matches
-wherever the finder finds a credential (and in many more places): the first pass's gate for it."""
+characters: prose is full of `tokens per round`; after any other word than a password's, with
+something else than digits and punctuation there: configs are full of `"max_tokens": 4096`); or a
+`-p` flag; or a `.netrc` `machine`. It matches wherever the finder finds a credential (and in many
+more places): the first pass's gate for it."""
 _CANDIDATE = re.compile(CONTEXT_GATE)
 
 
 def has_candidate(low: str) -> bool:
-    """Whether lower-cased `low` has a place `CONTEXT_GATE` matches (the pure-Python first pass)."""
-    return mentions_context_word(low) and _CANDIDATE.search(low) is not None
+    """Whether lower-cased `low` has a place `CONTEXT_GATE` matches (the pure-Python first pass): the
+    pattern is tried only where one of its words starts (`str.find`, not a regular expression's scan,
+    which would try it at every character)."""
+    if not mentions_context_word(low):
+        return False
+    match = _CANDIDATE.match
+    for word in _GATE_WORDS:
+        at = low.find(word)
+        while at != -1:
+            if match(low, at) is not None or (word == "-p" and at and match(low, at - 1) is not None):
+                return True
+            at = low.find(word, at + 1)
+    return False
+
+
+_GATE_WORDS = ("pass", "pw", "secret", "token", "key", "cred", "auth", "login", "-p", "machine")
 
 
 @dataclass(frozen=True)
@@ -135,6 +164,7 @@ _PROSE_VALUE = re.compile(r"[A-Za-z0-9+/=_\-.~!@#$%^&*]{1,512}")
 _XML_VALUE = re.compile(r"[^<\s]{1,512}(?=</)")
 _TRAILING = ".,:;!?)"
 _DIGIT_REACH = 41
+_NOT_DIGIT = re.compile(_D)
 
 _NETRC = re.compile(
     r"(?<![a-z0-9_])machine[ \t]+[^\s]{1,253}(?:[ \t]+login[ \t]+[^\s]{1,253})?"
@@ -357,6 +387,8 @@ def _at_name(text: str, low: str, core_start: int, core_end: int) -> tuple[Conte
     value = text[v_start:v_end]
     if gap.group("words") is not None and not any(c.isdigit() for c in value[:_DIGIT_REACH]):
         return None, end  # as the gate asks: after blanks or words, a value holds a digit
+    if strength != "password" and _NOT_DIGIT.search(value, 0, _DIGIT_REACH) is None:
+        return None, end  # as the gate asks: after another word than a password's, not only digits
     if not _takes(value, strength, context, quoted, name, low, start):
         return None, end
     return ContextHit(v_start, v_end, m, context), end
