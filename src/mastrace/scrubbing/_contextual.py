@@ -137,7 +137,6 @@ class ContextHit:
 
 # Where a secret word can be: the core of a name, found by one search; the name around it is then read
 # outwards, at most 60 characters each way.
-_CORE = re.compile(r"pass|pw|secret|token|key|cred|auth|login")
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_.-")
 _NAME_FWD = re.compile(r"[a-z0-9_.-]{0,60}")
 
@@ -323,10 +322,12 @@ def looks_random(value: str, *, min_len: int = 8, uuid_ok: bool = True) -> bool:
 def find_in_context(text: str, low: str) -> Iterator[ContextHit]:
     """Every credential of `text` found by its context (see the module docstring), leftmost first."""
     last_end = -1
-    for core in _CORE.finditer(low):
-        if core.start() < last_end:
+    for at, size in _cores(low):
+        if at < last_end:
             continue  # inside a name already read
-        found = _at_name(text, low, core.start(), core.end())
+        if _CANDIDATE.match(low, at) is None:
+            continue  # the gate says no value can follow (the gate reads the name from its word on)
+        found = _at_name(text, low, at, at + size)
         if found is None:
             continue
         hit, name_end = found
@@ -341,6 +342,22 @@ def find_in_context(text: str, low: str) -> Iterator[ContextHit]:
                 yield ContextHit(m.start("v"), m.end("v"), m, "netrc")
     if "-p" in low:
         yield from _dash_p(text, low)
+
+
+def _cores(low: str) -> list[tuple[int, int]]:
+    """Where each secret word of `_CORE_WORDS` starts, and its length, in order (`str.find` per word: a C
+    search for a literal, where a regular expression of alternatives tries each character)."""
+    found: list[tuple[int, int]] = []
+    for word in _CORE_WORDS:
+        at = low.find(word)
+        while at != -1:
+            found.append((at, len(word)))
+            at = low.find(word, at + 1)
+    found.sort()
+    return found
+
+
+_CORE_WORDS = ("pass", "pw", "secret", "token", "key", "cred", "auth", "login")
 
 
 def _at_name(text: str, low: str, core_start: int, core_end: int) -> tuple[ContextHit | None, int] | None:
