@@ -43,7 +43,7 @@ class EverythingMatcher:
     def select(self, text: str) -> Selection:
         low = text.lower()
         starts = [(at, rule) for rule in self.words for at in word_starts(low, rule.keys[0])]
-        return Selection(ordered(list(self.rules)), starts, True, low, None)
+        return Selection(ordered(list(self.rules)), starts, True, low, None, context=True)
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
+from ._contextual import looks_random
 from ._names import literal_value_is_secret, looks_like_identifier, secret_key_word
 from ._required import requirements
 from ._table import RULES, mentions_secret_word
@@ -130,6 +131,8 @@ def _assignment_at(
     name = text[start:name_end]
     if not is_secret_name(name):
         return None
+    if text[sep_at] == ":" and (text[sep_at + 1 : sep_at + 2] == ":" or text[sep_at - 1 : sep_at] == ":"):
+        return None  # `Auth::Unauthenticated`: a scope in code, not an assignment
     value_at = _VALUE_START.match(text, sep_at + 1).end()  # type: ignore[union-attr]
     if value_at >= size:
         return None
@@ -219,6 +222,11 @@ def _xml(secret: str, m: re.Match[str]) -> bool:
     return _literal(secret, m) and _secret_name(m)
 
 
+def _random(secret: str, _m: re.Match[str]) -> bool:
+    """The part after a short prefix (`s.` of a Vault token) looks random, not like a member access."""
+    return looks_random(secret.partition(".")[2] or secret, min_len=8)
+
+
 CHECKS: dict[str, Callable[[str, re.Match[str]], bool]] = {
     "basic_credentials": _decodes_to_credentials,
     "literal": _literal,
@@ -226,5 +234,6 @@ CHECKS: dict[str, Callable[[str, re.Match[str]], bool]] = {
     "not_identifier": _not_identifier,
     "flag": _flag,
     "xml": _xml,
+    "random": _random,
 }
 """Second looks at a match, by the name a rule gives in its `check` field; False keeps the text."""

@@ -347,19 +347,33 @@ class Scrubber:
                 parsed = None
             if isinstance(parsed, (dict, list)):
                 changed, trail.changed = trail.changed, False
+                edits: list[tuple[Any, Any, Any]] = []
                 # Escapes can hide a shape from the raw text ("Bearer\\tabc"): then look at every leaf.
-                tree = self._scrub_tree(parsed, path, trail, depth, scan_leaves=bool(hits) or "\\" in s)
+                tree = self._scrub_tree(
+                    parsed, path, trail, depth, scan_leaves=bool(hits) or "\\" in s, edits=edits
+                )
                 changed, trail.changed = trail.changed, changed or trail.changed
-                return dumps_json(tree) if changed else s
+                if not changed:
+                    return s
+                spliced = _splice(s, edits)  # the rest of the text as it was: indentation, key order
+                return dumps_json(tree) if spliced is None else spliced
         return self._scrub_text(s, path, trail, hits)
 
     def _scrub_tree(
-        self, tree: Any, path: JsonPath, trail: ScrubTrail, depth: int, *, scan_leaves: bool
+        self,
+        tree: Any,
+        path: JsonPath,
+        trail: ScrubTrail,
+        depth: int,
+        *,
+        scan_leaves: bool,
+        edits: list[tuple[Any, Any, Any]] | None = None,
     ) -> Any:
-        """Scrub a parsed JSON tree in place by key; then its string leaves by value shape."""
+        """Scrub a parsed JSON tree in place by key; then its string leaves by value shape. Each value
+        replaced is added to `edits` as (its key, the old value, the new one)."""
         leaves: list[tuple[Any, Any, JsonPath]] = []
         if isinstance(tree, (dict, list)):
-            self._walk_keys(tree, path, trail, leaves, depth)
+            self._walk_keys(tree, path, trail, leaves, depth, edits)
         else:
             return tree
         if not leaves:
@@ -376,6 +390,8 @@ class Scrubber:
             text = node[k]
             if i in hit_leaves or (text[:1] in "{[" and len(text) >= _MIN_SECRET_LEN):
                 node[k] = self._scrub_string(text, leaf_path, trail, depth + 1)
+                if edits is not None and node[k] is not text:
+                    edits.append((k, text, node[k]))
         return tree
 
     def _walk_keys(
@@ -385,6 +401,7 @@ class Scrubber:
         trail: ScrubTrail,
         leaves: list[tuple[Any, Any, JsonPath]],
         depth: int,
+        edits: list[tuple[Any, Any, Any]] | None = None,
     ) -> None:
         items = node.items() if isinstance(node, dict) else enumerate(node)
         # The keys of a `packages` mapping are distribution names (`google-auth`, `tiktoken`), not
@@ -396,6 +413,8 @@ class Scrubber:
                 match = self.key_match(k)
                 if match is not None:
                     node[k] = self._redact_key(child, v, match, trail)
+                    if edits is not None:
+                        edits.append((k, v, node[k]))
                     continue
             if isinstance(v, str):
                 if len(v) >= _MIN_SECRET_LEN:
@@ -403,8 +422,10 @@ class Scrubber:
             elif isinstance(v, (dict, list)):
                 if depth + 1 >= _MAX_DEPTH:
                     node[k] = self._too_deep(v, child, trail)
+                    if edits is not None and node[k] is not v:
+                        edits.append((k, v, node[k]))
                 else:
-                    self._walk_keys(v, child, trail, leaves, depth + 1)
+                    self._walk_keys(v, child, trail, leaves, depth + 1, edits)
 
     def _too_deep(self, value: Any, path: JsonPath, trail: ScrubTrail) -> Any:
         text = dumps_json(value)
@@ -432,9 +453,57 @@ class Scrubber:
             return None
 
 
-def _nothing_to_hide(value: Any) -> bool:
-    """None, a flag or an empty string under a secret key: kept (`"password": ""` says none is set)."""
-    return value is None or isinstance(value, bool) or value == ""
+def _nothing_to_hide(value: Any, depth: int = 0) -> bool:
+    """None, a flag, an empty string or a reference under a secret key: kept (`"password": ""` says
+    none is set, `"api_key": "${OPENAI_API_KEY}"` where it comes from). A mapping or a list whose every
+    leaf is one of those is kept too (and comes out byte for byte when it is JSON text)."""
+    if value is None or isinstance(value, bool) or value == "":
+        return True
+    if isinstance(value, str):
+        return _REFERENCE.fullmatch(value) is not None
+    if isinstance(value, (dict, list, tuple)) and value and depth < 8:
+        items = value.values() if isinstance(value, dict) else value
+        return all(_nothing_to_hide(v, depth + 1) for v in items)
+    return False
+
+
+_REFERENCE = re.compile(
+    r"\$\{[A-Za-z0-9_.:-]{1,128}\}|\{\{[ \t]*[A-Za-z0-9_.\[\]'\" -]{1,128}[ \t]*\}\}|<[A-Za-z0-9_ .-]{1,64}>"
+    r"|\$[A-Z_][A-Z0-9_]{0,127}|\[Scrubbed[^\]]{0,64}\]|[*xX]{3,64}|redacted|REDACTED"
+)
+"""Values that stand for a secret without being one: `${X}`, `{{ x }}`, `<redacted>`, `$X`, `****`."""
+
+
+_DECODER = json.JSONDecoder()
+
+
+def _splice(s: str, edits: list[tuple[Any, Any, Any]]) -> str | None:
+    """JSON text `s` with each edit made in place (a changed string wherever it is written, a value
+    under a key where that key holds it), the rest byte for byte; None when an edit cannot be placed
+    (the caller then re-encodes the whole tree)."""
+    out = s
+    for key, old, new in edits:
+        new_text = json.dumps(new, ensure_ascii=False) if isinstance(new, str) else dumps_json(new)
+        if isinstance(old, str):
+            spelled = [t for t in {json.dumps(old), json.dumps(old, ensure_ascii=False)} if t in out]
+            if not spelled:
+                return None
+            for text in spelled:
+                out = out.replace(text, new_text)
+            continue
+        if not isinstance(key, str):
+            return None
+        for m in re.finditer(re.escape(json.dumps(key, ensure_ascii=False)) + r"\s*:\s*", out):
+            try:
+                value, end = _DECODER.raw_decode(out, m.end())
+            except ValueError:
+                continue
+            if value == old:
+                out = out[: m.end()] + new_text + out[end:]
+                break
+        else:
+            return None
+    return out
 
 
 def _leaves_hit(texts: list[str], hits: list[Hit]) -> set[int]:

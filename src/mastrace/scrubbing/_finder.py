@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 from . import _matchers
 from ._context import CHECKS, KeywordIndex, find_assignments, find_k8s_secret_values
+from ._contextual import find_in_context
 from ._required import requirements, starts_with_literal
 from ._selection import NOTHING
 from ._table import MIN_TOKEN_LEN, RULES, SecretRule, long_runs, python_pattern
@@ -145,6 +146,9 @@ _KEYWORD_LABELS = {
     for spec in RULES
     if spec.gate == "keyword"
 }
+# Hits of the context finder (`_contextual`): a credential that no rule of the table names, found by a
+# secret word near a random-looking value; any other rule that starts at the same place names it first.
+_CONTEXT = Rule("secret_in_context", None, "secret_in_context", "context", index=(1 << 30) + 1)
 _IN_RUN = re.compile(r"[A-Za-z0-9_.+~-]+")
 _RUN_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.+~-")
 
@@ -177,13 +181,17 @@ class Finder:
         found = self.matcher.select(text)
         if found is NOTHING and not self.env and not self.custom:  # most texts
             return []
-        hits = [
+        low = found.low
+        in_context: list[Hit] = []
+        if found.context:
+            low = text.lower() if low is None else low
+            in_context = [Hit(c.start, c.end, _CONTEXT, c.match) for c in find_in_context(text, low)]
+        hits = in_context + [
             Hit(m.start(), m.end(), rule, m)
             for value, rule in self.env
             if value in s
             for m in rule.regex.finditer(s)  # type: ignore[union-attr]
         ]
-        low = found.low
         if found.starts:
             low = text.lower() if low is None else low
             self._anchored(found.starts, s, text, low, hits)
@@ -226,6 +234,8 @@ class Finder:
     def _matches(
         self, rule: Rule, s: str, text: str, low: str, runs: list[tuple[int, int]] | None, hits: list[Hit]
     ) -> None:
+        if rule.gate == "text" and not any(k in low for k in rule.keys):  # as `PythonMatcher` asks
+            return  # (asked once per text: per match, it made a text of many matches quadratic)
         target = low if rule.on_low else text
         shape = rule.gate == "shape"
         if rule.anchors is not None:
@@ -241,8 +251,6 @@ class Finder:
             if m.end() <= start or s.startswith("[Scrubbed", start):  # already scrubbed
                 continue
             if shape and not _in_long_run(low, m, rule.keys):
-                continue
-            if rule.gate == "text" and not any(k in low for k in rule.keys):  # as `PythonMatcher` asks
                 continue
             if rule.check is None or rule.check(text[start : m.end()], m):
                 hits.append(Hit(start, m.end(), rule, m))

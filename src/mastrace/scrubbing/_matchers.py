@@ -27,6 +27,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ._contextual import CONTEXT_GATE
 from ._python_matcher import PythonMatcher
 from ._selection import NOTHING, Gated, Matcher, Selection, ordered
 from ._table import ASSIGNMENT_WORDS, MIN_TOKEN_LEN, RUN
@@ -149,11 +150,13 @@ def _selection(found: Sequence[tuple[int, int]], gates: list[_Gate | None], text
     """A selection from (gate index, end offset) pairs."""
     chosen: list[Gated] = []
     starts: list[tuple[int, Gated]] = []
-    assignments = False
+    assignments = context = False
     for i, end in found:
         gate = gates[i]
         if gate is None:
             assignments = True
+        elif gate is _CONTEXT:
+            context = True
         elif gate.prefix:
             at = end - len(gate.prefix)
             if (not at or text[at - 1] not in _RUN_SET) and starts_run(text, at, gate.prefix):
@@ -161,7 +164,16 @@ def _selection(found: Sequence[tuple[int, int]], gates: list[_Gate | None], text
                     starts.append((at, rule))
         else:
             chosen.extend(gate.rules)
-    return Selection(ordered(chosen), starts, assignments)
+    return Selection(ordered(chosen), starts, assignments, context=context)
+
+
+_CONTEXT = _Gate(CONTEXT_GATE, True, [])
+"""The context finder's gate: it selects no rule, it says whether to run the finder."""
+
+
+def _with_context(gates: list[_Gate | None]) -> list[_Gate | None]:
+    """The gates with the context finder's second, after the assignments' gate."""
+    return [gates[0], _CONTEXT, *gates[1:]]
 
 
 class HyperscanMatcher:
@@ -172,7 +184,7 @@ class HyperscanMatcher:
     def __init__(self, rules: Sequence[Gated]) -> None:
         import hyperscan
 
-        self.gates = gate_patterns(rules)
+        self.gates = _with_context(gate_patterns(rules))
         patterns = [(ASSIGNMENT_GATE, True, True)]
         patterns += [(g.pattern, g.caseless, bool(g.prefix)) for g in self.gates if g is not None]
         # A word gate reports every place; the others once. Prefilter mode: what Hyperscan cannot match
@@ -217,7 +229,7 @@ class Re2Matcher:
     def __init__(self, rules: Sequence[Gated]) -> None:
         import re2
 
-        self.gates = gate_patterns(rules)
+        self.gates = _with_context(gate_patterns(rules))
         options = re2.Options()
         options.max_mem = 64 << 20
         options.encoding = re2.Options.Encoding.LATIN1  # the text is ASCII; UTF-8 automata are far slower
@@ -231,18 +243,22 @@ class Re2Matcher:
     def select(self, text: str) -> Selection:
         chosen: list[Gated] = []
         starts: list[tuple[int, Gated]] = []
-        assignments = False
+        assignments = context = False
         low = None
         for i in self.set.Match(text.encode("ascii")) or ():
             gate = self.gates[i]
             if gate is None:
                 assignments = True
+            elif gate is _CONTEXT:
+                context = True
             elif gate.prefix:  # RE2's sets say which, not where: find where, as the gate says
                 low = text.lower() if low is None else low
                 starts.extend((at, rule) for at in word_starts(low, gate.prefix) for rule in gate.rules)
             else:
                 chosen.extend(gate.rules)
-        return Selection(ordered(chosen), starts, assignments, low)
+        if not (chosen or starts or assignments or context):
+            return NOTHING
+        return Selection(ordered(chosen), starts, assignments, low, context=context)
 
 
 _KINDS: dict[str, type[PythonMatcher] | type[HyperscanMatcher] | type[Re2Matcher]] = {

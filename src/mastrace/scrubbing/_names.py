@@ -170,6 +170,10 @@ _PLACEHOLDERS = frozenset(
         "your-api-key", "your_api_key", "<redacted>", "hidden", "masked", "unset", "empty", "missing",
     }
 )  # fmt: skip
+_PLACEHOLDER_PHRASE = re.compile(
+    r"^your[-_ ]|[-_ ]here$|^insert[-_ ]|^replace[-_ ]|^change[-_]?me|^dummy|^fake[-_]|^example[-_]",
+    re.IGNORECASE,
+)
 _DOTTED = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*(?:\.[A-Za-z_$][A-Za-z0-9_$]*)+")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
@@ -189,7 +193,9 @@ def is_reference(value: str, quoted: bool) -> bool:
         return True
     if quoted:
         return value.startswith(("os.environ", "process.env", "ENV[", "env("))
-    if "(" in value or "[" in value or _DOTTED.fullmatch(value):
+    if value.startswith(("os.environ", "process.env", "os.getenv", "System.getenv", "ENV[", "env(")):
+        return True
+    if "(" in value or "[" in value or _DOTTED.fullmatch(value.rstrip("!;,")):
         return True
     variable = _IDENTIFIER.fullmatch(value) is not None
     return variable and ("_" in value or value.isupper() or looks_like_identifier(value))
@@ -242,6 +248,8 @@ def literal_value_is_secret(key: str, value: str, quoted: bool) -> bool:
     """
     if len(value) < 4 or value.lower() in _PLACEHOLDERS or is_reference(value, quoted):
         return False
+    if len(set(value.lower())) == 1 or _PLACEHOLDER_PHRASE.search(value):
+        return False  # `aaaaaaaa`, `your-key-here`, `<insert token>`
     if not value.strip("*xX.-_#"):
         return False
     if _names_password(key):

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._context import FINDER_NEEDS
+from ._contextual import has_candidate
 from ._required import RARITY, UNBOUNDED, Requirement, commonness, requirements
 from ._selection import NOTHING, Gated, Selection, ordered
 from ._table import ASSIGNMENT_WORDS, MIN_TOKEN_LEN, mentions_secret_word, run_map
@@ -343,9 +344,10 @@ class PythonMatcher:
         at = runs.find(_LONG_RUN)
         if at != -1:
             self._runs(low, runs, at, starts, plan.shapes, chosen)
-        if not (chosen or starts or separators):
+        context = has_candidate(low)
+        if not (chosen or starts or separators or context):
             return NOTHING
-        return Selection(ordered(chosen), starts, bool(separators), low, separators)
+        return Selection(ordered(chosen), starts, bool(separators), low, separators, context)
 
     def _runs(
         self,

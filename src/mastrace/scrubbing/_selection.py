@@ -37,6 +37,8 @@ class Selection:
         low: The lower-cased text, when the matcher made it.
         separators: Where an `=` or `:` follows a name holding a secret word, when the matcher knows
             (otherwise every separator of a text that mentions one is looked at).
+        context: Whether a secret word stands before something that may be a value, in one of the
+            syntaxes the context finder reads (`_contextual.CONTEXT_GATE`).
     """
 
     rules: list[Any]
@@ -44,6 +46,7 @@ class Selection:
     assignments: bool
     low: str | None = None
     separators: list[int] | None = None
+    context: bool = False
 
 
 NOTHING = Selection([], [], False)
