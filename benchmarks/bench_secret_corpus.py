@@ -43,11 +43,11 @@ from pathlib import Path
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
-from mastrace.pipeline._snapshot import Limits
 from mastrace.pipeline._transform import prepare_span
 from mastrace.scrubbing._engine import Scrubber, ScrubTrail
 from mastrace.scrubbing._matchers import available
 from mastrace.scrubbing._table import RULES, expand
+from mastrace.tracing._snapshot import Limits
 
 
 @dataclass(frozen=True)

@@ -20,11 +20,11 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
-from mastrace.pipeline._snapshot import Limits
 from mastrace.pipeline._transform import prepare_span
 from mastrace.scrubbing._contextual import find_in_context, looks_random, secret_name_strength
 from mastrace.scrubbing._engine import Scrubber, ScrubTrail
 from mastrace.scrubbing._matchers import available
+from mastrace.tracing._snapshot import Limits
 
 CORPUS = Path(__file__).with_name("corpus")
 ITEMS = [json.loads(line) for line in (CORPUS / "secrets.jsonl").read_text(encoding="utf-8").splitlines()]
