@@ -20,6 +20,7 @@ from ._state import STATE
 
 __all__ = ["first_noop_span", "hint_text", "should_hint"]
 
+_PACKAGE = __name__.partition(".")[0]  # the public package, whose configure() users call
 _registered = threading.Lock()
 _done = False
 
@@ -68,7 +69,7 @@ def hint_text() -> str:
     """The hint: how many spans were not recorded, why, and what to do."""
     n = STATE.noop_spans
     return (
-        f"mastrace: {n:,} span(s) were not recorded because mastrace.configure() was never called in "
+        f"mastrace: {n:,} span(s) were not recorded because {_PACKAGE}.configure() was never called in "
         "this process; call it once at start (or run the program with `mastrace run -- ...`). "
         "Set MASTRACE_HINTS=0 to silence this."
     )
