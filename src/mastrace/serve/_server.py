@@ -301,6 +301,7 @@ def start_intake(
     allow_hosts: tuple[str, ...] = (),
     header_timeout: float = 10.0,
     body_timeout: float = 120.0,
+    to: str | None = None,
 ) -> IntakeServer:
     """Start the OTLP servers on background threads; port 0 picks a free port, None turns one off.
 
@@ -318,6 +319,9 @@ def start_intake(
             `Host` and `Origin`, e.g. the machine's name when serving on the network.
         header_timeout: Seconds a client has to send a request's headers.
         body_timeout: Seconds a client has to send a request's body (and 10 s between its parts).
+        to: Write received spans into ClickHouse's `otel_traces` at this `clickhouse://` or
+            `chdb://` URL instead of the store (the table is created with the OpenTelemetry
+            Collector's schema when missing).
 
     Raises:
         MastraceError: A port cannot be listened on, a token is missing off loopback, or the
@@ -342,7 +346,16 @@ def start_intake(
         header_timeout=header_timeout,
         body_timeout=body_timeout,
     )
-    intake = Intake(store, ScrubbingOptions() if scrub else None)
+    destination = None
+    if to is not None:
+        from ..exceptions import StoreError
+        from ..store._clickhouse import ClickHouseWriter, parse_target
+
+        try:
+            destination = ClickHouseWriter(parse_target(to))
+        except StoreError as exc:
+            raise MastraceError(str(exc)) from exc
+    intake = Intake(store, ScrubbingOptions() if scrub else None, destination)
     budget = Budget(options.max_in_flight)
     server = IntakeServer(intake, host, None, None, options, budget)
     # Decoding and writing hold the interpreter: one thread, so that a burst queues instead of
