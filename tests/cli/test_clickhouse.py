@@ -19,8 +19,9 @@ import pytest
 from mastrace.analysis import TraceStore
 from mastrace.analysis._clickhouse import ClickHouseStore
 from mastrace.serve import start_intake
-from mastrace.store._clickhouse import parse_target
-from seed_run import SEED_QUERIES, write_store
+from mastrace.store._clickhouse import ClickHouseWriter, parse_target
+from mastrace.store._replay import StoredSpan, read_segment, segment_paths
+from seed_run import SEED_QUERIES, Store, write_store
 
 from .conftest import Runner, make_runner
 
@@ -38,6 +39,11 @@ def pushed(demo_store: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("sent 96 span(s)")
     return store, url
+
+
+def _without_generated(text: str) -> str:
+    """A report without its `Generated:` line (the time it was written)."""
+    return "\n".join(line for line in text.splitlines() if "Generated" not in line)
 
 
 @pytest.fixture
@@ -151,26 +157,73 @@ def test_a_bad_clickhouse_url_is_one_line(run: Runner, source: str) -> None:
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
 
 
-def test_seed_queries_answer_the_same_from_clickhouse(tmp_path: Path) -> None:
-    """Each of the seed's SQL queries (Parts 3, 4 and 7) gives the same rows on chDB as on the store."""
-    seed = write_store(tmp_path / "store")
-    target = parse_target(f"chdb://{tmp_path / 'ch'}")
-    from mastrace.store._clickhouse import ClickHouseWriter
-    from mastrace.store._replay import StoredSpan, read_segment, segment_paths
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, str, int]:
+    """The seed's two MassGen-shaped sessions in a store and in chDB (its URL), and their span count."""
+    root = tmp_path_factory.mktemp("seeded")
+    seed = write_store(root / "store")
+    url = f"chdb://{root / 'ch'}"
+    writer = ClickHouseWriter(parse_target(url))
+    try:
+        spans = [
+            s.span for p in segment_paths(seed.path) for s in read_segment(p) if isinstance(s, StoredSpan)
+        ]
+        assert writer.send(spans) == len(spans)
+    finally:
+        writer.shutdown()  # chDB opens one folder per process at a time: each test opens its own
+    return seed, url, len(spans)
 
-    writer = ClickHouseWriter(target)
-    spans = [s.span for p in segment_paths(seed.path) for s in read_segment(p) if isinstance(s, StoredSpan)]
-    assert writer.send(spans) == len(spans)
-    writer.shutdown()
+
+def test_seed_queries_answer_the_same_from_clickhouse(seeded: tuple[Store, str, int]) -> None:
+    """Each of the seed's 16 SQL queries (Parts 3, 4 and 7) gives the same rows on chDB as on the store."""
+    seed, url, count = seeded
     assert len(SEED_QUERIES) == 16
-    with ClickHouseStore(target) as remote, TraceStore(seed.path) as local:
+    with ClickHouseStore(parse_target(url)) as remote, TraceStore(seed.path) as local:
         remote.load_newest(None)
-        assert remote.copied == len(spans) and not remote.notes
+        assert remote.copied == count and not remote.notes
         for name, text in SEED_QUERIES.items():
             sql = seed.sql(text)
             expected = local.table(sql)
             assert expected[1], name  # every query finds rows in the seed's run
             assert remote.table(sql) == expected, name
+
+
+def test_serve_source_shows_clickhouse_in_the_ui_query_api_and_mcp(
+    seeded: tuple[Store, str, int], tmp_path: Path
+) -> None:
+    """`serve --source chdb://…` lists the runs, answers Logfire's SQL and the MCP tools as a serve
+    over the same spans in a store does."""
+    import httpx
+
+    from mastrace.mcp_server._tools import Tools
+
+    seed, url, _ = seeded
+    answers = []
+    for store, source in ((seed.path, None), (tmp_path / "unused", url)):
+        server = start_intake(store, http_port=0, grpc_port=None, source=source)
+        base = f"http://127.0.0.1:{server.http_port}"
+        try:
+            runs = httpx.get(f"{base}/api/runs", timeout=120).json()
+            sql = seed.sql(SEED_QUERIES["STEP4_AGENT_COMPARISON"])
+            body = {"sql": sql, "min_timestamp": "1970-01-01T00:00:00Z", "limit": 100}
+            reply = httpx.post(
+                f"{base}/v2/query", json=body, headers={"accept": "application/json"}, timeout=120
+            )
+            assert reply.status_code == 200, reply.text
+        finally:
+            server.stop()
+        tools = Tools(store, source=source)
+        answers.append(
+            (
+                runs,
+                reply.json(),
+                tools.list_runs(10),
+                _without_generated(tools.analyze("latest")),
+                tools.arbitrary_query(sql),
+            )
+        )
+    assert answers[0] == answers[1]
+    assert len(answers[0][0]) == 2 and answers[0][1]
 
 
 @pytest.fixture

@@ -34,7 +34,7 @@ from ..store._schema import ROOTS_DIR, SEGMENT_SUFFIX, SEGMENTS_DIR, SKELETON_DI
 from ..store.reader import refresh_views
 from ._store import RunSummary, SpanRow, TraceStore
 
-__all__ = ["DEFAULT_MAX_SPANS", "ClickHouseStore"]
+__all__ = ["DEFAULT_MAX_SPANS", "ClickHouseStore", "open_clickhouse"]
 
 DEFAULT_MAX_SPANS: Final = 2_000_000
 """Spans one command copies out of ClickHouse at most (the newest traces first)."""
@@ -62,6 +62,33 @@ _RENAMED: Final = {
     "lk_attrs": "Links.Attributes",
 }
 _SESSION_ROOT: Final = f"ParentSpanId = '' AND SpanName = '{semconv.SPAN_COORDINATION_SESSION}'"
+
+
+def open_clickhouse(
+    source: str,
+    *,
+    sandbox: bool = False,
+    limits: QueryLimits | None = None,
+    max_spans: int = DEFAULT_MAX_SPANS,
+) -> ClickHouseStore:
+    """A `ClickHouseStore` over the `clickhouse://` or `chdb://` URL `source`; with `sandbox`, the
+    newest spans (up to `max_spans`) are copied at once and the local SQL is locked to them, for
+    SQL someone else wrote (the Query API, MCP).
+
+    Raises:
+        StoreError: Not a ClickHouse URL, or ClickHouse cannot be reached or read.
+    """
+    from ..store._clickhouse import parse_target
+
+    store = ClickHouseStore(parse_target(source), limits=limits, max_spans=max_spans)
+    if sandbox:
+        try:
+            store.load_newest(None)
+            store.lock()
+        except BaseException:
+            store.close()
+            raise
+    return store
 
 
 class ClickHouseStore(TraceStore):

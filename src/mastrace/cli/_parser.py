@@ -318,6 +318,14 @@ def build_parser() -> argparse.ArgumentParser:
         "OpenTelemetry Collector's schema: clickhouse://user@host:8123/db?table=otel_traces "
         "(password: $CLICKHOUSE_PASSWORD) or chdb:///folder; the table is created when missing",
     )
+    serve.add_argument(
+        "--source",
+        metavar="URL",
+        default=None,
+        help="show ClickHouse's otel_traces in the web UI and the Query API instead of the store "
+        "(e.g. the table the team's Collector writes): clickhouse://user@host:8123/db?table=otel_traces "
+        "or chdb:///folder",
+    )
     _handler(serve, "_serve:cmd_serve")
 
     mcp = sub.add_parser(
@@ -334,6 +342,13 @@ def build_parser() -> argparse.ArgumentParser:
         default="http://127.0.0.1:4318",
         metavar="URL",
         help="where `mastrace serve` runs, for trace links (default http://127.0.0.1:4318)",
+    )
+    mcp.add_argument(
+        "--source",
+        metavar="URL",
+        default=None,
+        help="read ClickHouse's otel_traces instead of the store(s): clickhouse://user@host:8123/db"
+        "?table=otel_traces or chdb:///folder (the newest spans, at most 2,000,000, per tool call)",
     )
     _handler(mcp, "_mcp:cmd_mcp")
 

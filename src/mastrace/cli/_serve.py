@@ -33,6 +33,7 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
         token=resolve_token(args.token),
         allow_hosts=tuple(args.allow_host or ()),
         to=args.to,
+        source=args.source,
     )
     where = []
     if server.http_port is not None:
@@ -46,7 +47,10 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     if server.http_port is not None:
         # With a token, the address carries it once: the page trades it for a cookie, which its own
         # requests then carry.
-        out.write(f"mastrace serve: web UI on {ui_url(args.host, server.http_port, server.options.token)}\n")
+        shown = f" (showing {args.source})" if args.source else ""
+        out.write(
+            f"mastrace serve: web UI{shown} on {ui_url(args.host, server.http_port, server.options.token)}\n"
+        )
     out.flush()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
