@@ -212,6 +212,7 @@ class ClickHouseStore(TraceStore):
         lines: list[str] = []
         roots: list[str] = []
         cut = 0
+        cache: dict[Any, Any] = {}
         for start in range(0, len(wanted), _IDS_PER_QUERY):
             ids = wanted[start : start + _IDS_PER_QUERY]
             room = self.max_spans - self.copied - len(lines)
@@ -224,7 +225,7 @@ class ClickHouseStore(TraceStore):
                 cut += 1
             for row in rows:
                 try:
-                    span = row_to_span({_RENAMED.get(k, k): v for k, v in row.items()})
+                    span = row_to_span({_RENAMED.get(k, k): v for k, v in row.items()}, cache)
                 except (ValueError, TypeError, KeyError):
                     continue
                 line = self._encoder.line(span, span.end_time or 0)
