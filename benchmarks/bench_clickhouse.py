@@ -100,9 +100,8 @@ def main() -> None:
     print(f"store: {count:,} spans written in {time.perf_counter() - started:.1f} s (generated rows)")
     url = f"chdb://{root / 'ch'}"
     written, seconds = load_clickhouse(store, url)
-    print(
-        f"chDB: {written:,} spans inserted in {seconds:.1f} s ({written / seconds:,.0f} spans/s, push's writer)"
-    )
+    rate = written / seconds
+    print(f"chDB: {written:,} spans inserted in {seconds:.1f} s ({rate:,.0f} spans/s, push's writer)")
     target = parse_target(url)
     cap = max(written, 1) + 1
 
