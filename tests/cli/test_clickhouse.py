@@ -252,3 +252,16 @@ def test_serve_to_clickhouse_reads_back_as_the_store(
         assert runs == local
         assert [r.spans for r in runs.values()] == [48, 48]
         assert all(r.input_tokens and r.cost for r in runs.values())
+
+
+def test_a_missing_table_or_server_is_one_line(run: Runner, tmp_path: Path) -> None:
+    """No table yet, or no server listening: one line on stderr naming what is missing, exit 2."""
+    empty = run("runs", "--source", f"chdb://{tmp_path / 'empty'}")
+    assert empty.returncode == 2 and "no table `default`.`otel_traces`" in empty.stderr
+    down = run("runs", "--source", "clickhouse://127.0.0.1:9/otel")
+    assert (
+        down.returncode == 2
+        and "cannot reach ClickHouse at clickhouse://default@127.0.0.1:9/otel" in down.stderr
+    )
+    for result in (empty, down):
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr

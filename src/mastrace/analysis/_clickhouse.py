@@ -160,6 +160,11 @@ class ClickHouseStore(TraceStore):
             )
         except Exception as exc:  # the client's errors differ by backend
             lines = str(exc).strip().splitlines()
+            if "UNKNOWN_TABLE" in str(exc) or "UNKNOWN_DATABASE" in str(exc):
+                raise StoreError(
+                    f"no table {self.target.qualified} in ClickHouse at {self.target.url} (the Collector's "
+                    "clickhouse exporter, `mastrace push --to` and `mastrace serve --to` create it)"
+                ) from exc
             raise StoreError(
                 f"ClickHouse at {self.target.url} refused a query: {lines[0][:500] if lines else exc!r}"
             ) from exc

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 import os
 import re
@@ -180,6 +181,11 @@ class ClickHouseTarget:
             raise StoreError(
                 "ClickHouse needs the clickhouse extra: pip install 'mastrace[clickhouse]'"
             ) from None
+        # The client logs a connection failure at ERROR as well as raising it: with no handler of the
+        # application's, Python would print that on stderr beside mastrace's one-line message.
+        logger = logging.getLogger("clickhouse_connect")
+        if not logger.handlers:
+            logger.addHandler(logging.NullHandler())
         try:
             if self.chdb_path is not None:
                 return clickhouse_connect.get_client(dsn=f"chdb://{self.chdb_path}")
