@@ -154,3 +154,90 @@ def test_the_readme_install_lines_name_real_extras() -> None:
     named = {extra for group in lists for extra in group.split(",")}
     assert named and named <= extras, named - extras
     assert not re.search(r"^pip install mastrace\b", readme, re.M)
+
+
+# The `clickhouse` exporter's configuration keys, as its README documents them
+# (opentelemetry-collector-contrib, exporter/clickhouseexporter): any other key is refused at start-up.
+CLICKHOUSE_EXPORTER_KEYS = frozenset(
+    {
+        "endpoint",
+        "username",
+        "password",
+        "database",
+        "connection_params",
+        "ttl",
+        "logs_table_name",
+        "traces_table_name",
+        "metrics_table_name",
+        "metrics_tables",
+        "create_schema",
+        "table_engine",
+        "cluster_name",
+        "async_insert",
+        "compress",
+        "timeout",
+        "sending_queue",
+        "retry_on_failure",
+    }
+)
+
+
+def test_clickhouse_exporter_uses_documented_keys_and_the_table_mastrace_reads(
+    collector: dict[str, Any],
+) -> None:
+    """The `clickhouse` exporter names only documented keys, writes `otel_traces` with the Collector's
+    schema (create_schema), and a pipeline takes OTLP through batch into it."""
+    from mastrace.store._clickhouse import DEFAULT_TABLE
+
+    exporter = collector["exporters"]["clickhouse"]
+    assert set(exporter) <= CLICKHOUSE_EXPORTER_KEYS
+    assert exporter["traces_table_name"] == DEFAULT_TABLE and exporter["create_schema"] is True
+    pipeline = collector["service"]["pipelines"]["traces/clickhouse"]
+    assert pipeline["receivers"] == ["otlp"] and "batch" in pipeline["processors"]
+    assert pipeline["exporters"] == ["clickhouse"]
+
+
+def test_clickhouse_service_matches_the_exporter_and_what_mastrace_reads(
+    collector: dict[str, Any], compose: dict[str, Any]
+) -> None:
+    """The exporter reaches the compose ClickHouse on its native port with the database and user
+    the server creates; the `--source` URLs the configs and the README give parse, and name the
+    published HTTP port, that database and the exporter's table."""
+    from mastrace.store._clickhouse import parse_target
+
+    exporter = collector["exporters"]["clickhouse"]
+    server = compose["services"]["clickhouse"]
+    environment = collector_service(compose)["environment"]
+    endpoint = urlsplit(resolve_default(environment["CLICKHOUSE_ENDPOINT"]))
+    assert endpoint.hostname in compose["services"] and endpoint.port == 9000
+    assert resolve_default(exporter["endpoint"]) == environment["CLICKHOUSE_ENDPOINT"]
+    assert (
+        resolve_default(exporter["database"])
+        == environment["CLICKHOUSE_DATABASE"]
+        == server["environment"]["CLICKHOUSE_DB"]
+    )
+    assert (
+        resolve_default(exporter["username"])
+        == environment["CLICKHOUSE_USER"]
+        == server["environment"]["CLICKHOUSE_USER"]
+    )
+    assert "clickhouse" in collector_service(compose)["depends_on"]
+    published = {p.rsplit(":", 2)[-2]: int(p.rsplit(":", 1)[1]) for p in server["ports"]}
+    sources = [
+        m
+        for name in ("docker-compose.yml", "collector-config.yaml", "README.md")
+        for m in re.findall(r"--source '(clickhouse://otel@[^']+)'", (ROOT / name).read_text())
+    ]
+    assert len(sources) >= 4
+    for url in sources:
+        target = parse_target(url)
+        assert (
+            target.host == "localhost"
+            and str(target.port) in published
+            and published[str(target.port)] == 8123
+        )
+        assert target.database == server["environment"]["CLICKHOUSE_DB"]
+        assert (
+            target.table == exporter["traces_table_name"]
+            and target.username == server["environment"]["CLICKHOUSE_USER"]
+        )

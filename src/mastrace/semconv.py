@@ -246,3 +246,78 @@ MASSGEN_ENFORCEMENT_RETRIES: Final = "massgen.enforcement.retries"
 """Enforcement retries in a round (set on the round when there was at least one)."""
 MASSGEN_FAILURE_REASON: Final = "massgen.failure_reason"
 """Why a coordination turn ended without a final answer (exception, cancellation, MassGen's own)."""
+
+# -- value types of the keys above -----------------------------------------------------------------
+# A backend that keeps every attribute value as text (ClickHouse's `otel_traces`, as the Collector
+# writes it) loses the types; reading such a backend, these keys get theirs back. Any key not named
+# here stays text.
+INT_KEYS: Final = frozenset(
+    {
+        MASSGEN_ITERATION,
+        MASSGEN_ROUND,
+        MASSGEN_NUM_CONTEXT_ANSWERS,
+        MASSGEN_USAGE_INPUT,
+        MASSGEN_USAGE_OUTPUT,
+        MASSGEN_USAGE_REASONING,
+        MASSGEN_USAGE_CACHED_INPUT,
+        MASSGEN_NUM_AGENTS,
+        GEN_AI_REQUEST_MAX_TOKENS,
+        GEN_AI_REQUEST_TOP_K,
+        GEN_AI_REQUEST_SEED,
+        GEN_AI_REQUEST_CHOICE_COUNT,
+        GEN_AI_USAGE_INPUT_TOKENS,
+        GEN_AI_USAGE_OUTPUT_TOKENS,
+        GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
+        GEN_AI_USAGE_REASONING_OUTPUT_TOKENS,
+        GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
+        SERVER_PORT,
+        MASEVAL_N_TASK_REPEATS,
+        MASEVAL_NUM_WORKERS,
+        MASEVAL_REPEAT_IDX,
+        MASTRACE_STREAM_CHUNKS,
+        LOGFIRE_LEVEL_NUM,
+        MASTRACE_HTTP_ATTEMPTS,
+        HTTP_RESPONSE_STATUS_CODE,
+        MASTRACE_RETRY_ATTEMPT,
+        MASSGEN_ENFORCEMENT_ATTEMPT,
+        MASSGEN_ENFORCEMENT_MAX_ATTEMPTS,
+        MASSGEN_ENFORCEMENT_BUFFER_CHARS_LOST,
+        MASSGEN_ENFORCEMENT_RETRIES,
+        "process.pid",
+    }
+)
+FLOAT_KEYS: Final = frozenset(
+    {
+        MASSGEN_USAGE_COST,
+        GEN_AI_REQUEST_TEMPERATURE,
+        GEN_AI_REQUEST_TOP_P,
+        GEN_AI_REQUEST_FREQUENCY_PENALTY,
+        GEN_AI_REQUEST_PRESENCE_PENALTY,
+        GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK,
+        MASTRACE_RETRY_DELAY,
+        LEGACY_TIME_TO_FIRST_CHUNK,
+    }
+)
+BOOL_KEYS: Final = frozenset(
+    {
+        MASSGEN_IS_WINNER,
+        GEN_AI_REQUEST_STREAM,
+        MASTRACE_INTERRUPTED,
+        MASTRACE_TRUNCATED,
+        MASTRACE_STREAM_COMPLETED,
+        MASTRACE_TOOL_SUCCESS,
+        MASSGEN_TOOL_SUCCESS,
+        EXCEPTION_ESCAPED,
+        MASTRACE_COST_UNKNOWN,
+        MASSGEN_VOTE_DISCARDED,
+    }
+)
+ARRAY_KEYS: Final = frozenset(
+    {
+        MASSGEN_AGENT_IDS,
+        GEN_AI_REQUEST_STOP_SEQUENCES,
+        GEN_AI_RESPONSE_FINISH_REASONS,
+        LOGFIRE_TAGS,
+        MASTRACE_COST_UNKNOWN_MODELS,
+    }
+)

@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import duckdb
 
@@ -16,10 +16,14 @@ from ..analysis import SourceStore, TraceStore, render_runs
 from ..analysis._select import check_read_only
 from ..analysis._source import source_url
 from ..exceptions import MastraceError
+from ..store._clickhouse import is_clickhouse_url
 from ..store._limits import QueryLimits
 from ..store._retention import parse_size
 from ._output import format_rows, json_default, progress
 from ._terminal import escape_control
+
+if TYPE_CHECKING:
+    from ..analysis._clickhouse import ClickHouseStore
 
 __all__ = ["cmd_query", "cmd_runs", "cmd_tree", "open_store", "source_token"]
 
@@ -37,14 +41,39 @@ def source_token() -> str | None:
 
 
 @contextmanager
-def open_source(args: argparse.Namespace) -> Iterator[SourceStore]:
-    """The Logfire-compatible Query API named by `--source`, with the read token from the environment."""
+def open_source(args: argparse.Namespace, *, limits: QueryLimits | None = None) -> Iterator[TraceStore]:
+    """The Logfire-compatible Query API named by `--source`, with the read token from the environment;
+    or ClickHouse's `otel_traces` for a `clickhouse://` or `chdb://` URL."""
     if args.store:
         raise MastraceError("give --store or --source, not both")
+    if is_clickhouse_url(args.source):
+        with open_clickhouse(args, limits=limits) as store:
+            yield store
+        return
     token = source_token()
     with SourceStore(source_url(args.source, token), token) as remote:
         yield remote
         say_health(remote)
+
+
+@contextmanager
+def open_clickhouse(
+    args: argparse.Namespace, *, limits: QueryLimits | None = None
+) -> Iterator[ClickHouseStore]:
+    """ClickHouse's `otel_traces` named by `--source clickhouse://…` or `chdb://…`; what a read left
+    out (`--max-spans-read`) is said on stderr."""
+    from ..analysis._clickhouse import DEFAULT_MAX_SPANS, ClickHouseStore
+    from ..store._clickhouse import parse_target
+
+    cap = getattr(args, "max_spans_read", None) or DEFAULT_MAX_SPANS
+    store = ClickHouseStore(parse_target(args.source), limits=limits, max_spans=cap)
+    with store:
+        try:
+            yield store
+        finally:
+            for note in dict.fromkeys(store.notes):
+                print(escape_control(f"mastrace: {note}"), file=sys.stderr)
+        say_health(store)
 
 
 @contextmanager
@@ -110,10 +139,13 @@ def cmd_tree(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_query(args: argparse.Namespace, out: TextIO) -> int:
     """Run SQL against the `records` table and print the result."""
+    if args.source is not None and is_clickhouse_url(args.source):
+        return _query_clickhouse(args, out)
     if args.source is not None:
         if args.allow_external_access:
             raise MastraceError("--allow-external-access applies to a local store, not to --source")
         with open_source(args) as remote, progress("running query"):
+            assert isinstance(remote, SourceStore)
             names, rows = remote.remote_table(args.sql)
         out.write(format_rows(names, rows, args.format))
         return 0
@@ -122,13 +154,38 @@ def cmd_query(args: argparse.Namespace, out: TextIO) -> int:
         check_read_only(args.sql, where="without --allow-external-access")
     else:
         _one_statement(args.sql)
-    limits = QueryLimits(
+    limits = _limits(args)
+    with open_store(args, sandbox=sandbox, limits=limits) as store, progress("running query"):
+        store.ensure_not_empty()
+        names, rows = store.table(args.sql)
+        truncated = store.truncated
+    out.write(format_rows(names, rows, args.format))
+    if truncated:
+        print(
+            f"mastrace query: only the first {len(rows):,} rows are shown (raise --max-rows, 0 for all)",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _limits(args: argparse.Namespace) -> QueryLimits:
+    return QueryLimits(
         timeout=args.timeout or None,
         memory=_size_arg(args.memory),
         max_rows=args.max_rows or None,
     )
-    with open_store(args, sandbox=sandbox, limits=limits) as store, progress("running query"):
+
+
+def _query_clickhouse(args: argparse.Namespace, out: TextIO) -> int:
+    """`mastrace query --source clickhouse://…`: Logfire's SQL in DuckDB over the newest spans of
+    ClickHouse's `otel_traces` (at most `--max-spans-read`), copied as `records` rows."""
+    if args.allow_external_access:
+        raise MastraceError("--allow-external-access applies to a local store, not to --source")
+    check_read_only(args.sql, where="on --source")
+    with open_clickhouse(args, limits=_limits(args)) as store, progress("running query"):
+        store.load_newest(None)
         store.ensure_not_empty()
+        store.lock()
         names, rows = store.table(args.sql)
         truncated = store.truncated
     out.write(format_rows(names, rows, args.format))

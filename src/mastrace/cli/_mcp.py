@@ -15,7 +15,7 @@ def cmd_mcp(args: argparse.Namespace, out: TextIO) -> int:
     try:
         from ..mcp_server import build_server
 
-        server = build_server(args.store, serve_url=args.serve_url)
+        server = build_server(args.store, serve_url=args.serve_url, source=args.source)
     except ImportError as exc:
         raise MastraceError("mastrace mcp needs the mcp extra: pip install 'mastrace[mcp]'") from exc
     server.run("stdio")  # the protocol owns standard output: nothing else is written there

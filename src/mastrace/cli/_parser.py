@@ -90,7 +90,17 @@ def _source_arg(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="read through a Logfire-compatible Query API instead of a store: another `mastrace serve` "
         "(http://host:4318) or Logfire ('logfire', or its API URL); the read token comes from "
-        "$LOGFIRE_READ_TOKEN, else $MASTRACE_SERVE_TOKEN (needs the query extra)",
+        "$LOGFIRE_READ_TOKEN, else $MASTRACE_SERVE_TOKEN (needs the query extra). Or ClickHouse's "
+        "otel_traces, as the OpenTelemetry Collector writes it: clickhouse://user@host:8123/db?table="
+        "otel_traces (password: $CLICKHOUSE_PASSWORD) or chdb:///folder (needs the clickhouse extra)",
+    )
+    parser.add_argument(
+        "--max-spans-read",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with a clickhouse:// source: copy at most N spans out of ClickHouse, the newest runs "
+        "first (default 2,000,000); a read that was cut says so",
     )
 
 
@@ -227,7 +237,12 @@ def build_parser() -> argparse.ArgumentParser:
         "trace", nargs="*", metavar="TRACE", help="only these traces (ids, prefixes, 'latest'); default: all"
     )
     push.add_argument(
-        "--to", required=True, metavar="URL", help="http(s)://host:port of an OTLP endpoint, or 'logfire'"
+        "--to",
+        required=True,
+        metavar="URL",
+        help="http(s)://host:port of an OTLP endpoint, 'logfire', or ClickHouse's otel_traces "
+        "(clickhouse://user@host:8123/db?table=otel_traces or chdb:///folder; the table is created "
+        "with the OpenTelemetry Collector's schema when missing)",
     )
     push.add_argument(
         "--protocol",
@@ -295,6 +310,22 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="store spans as received (default: scrub them like in-process)",
     )
+    serve.add_argument(
+        "--to",
+        metavar="URL",
+        default=None,
+        help="write received spans into ClickHouse's otel_traces instead of the store, in the "
+        "OpenTelemetry Collector's schema: clickhouse://user@host:8123/db?table=otel_traces "
+        "(password: $CLICKHOUSE_PASSWORD) or chdb:///folder; the table is created when missing",
+    )
+    serve.add_argument(
+        "--source",
+        metavar="URL",
+        default=None,
+        help="show ClickHouse's otel_traces in the web UI and the Query API instead of the store "
+        "(e.g. the table the team's Collector writes): clickhouse://user@host:8123/db?table=otel_traces "
+        "or chdb:///folder",
+    )
     _handler(serve, "_serve:cmd_serve")
 
     mcp = sub.add_parser(
@@ -311,6 +342,13 @@ def build_parser() -> argparse.ArgumentParser:
         default="http://127.0.0.1:4318",
         metavar="URL",
         help="where `mastrace serve` runs, for trace links (default http://127.0.0.1:4318)",
+    )
+    mcp.add_argument(
+        "--source",
+        metavar="URL",
+        default=None,
+        help="read ClickHouse's otel_traces instead of the store(s): clickhouse://user@host:8123/db"
+        "?table=otel_traces or chdb:///folder (the newest spans, at most 2,000,000, per tool call)",
     )
     _handler(mcp, "_mcp:cmd_mcp")
 

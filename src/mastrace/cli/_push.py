@@ -22,11 +22,14 @@ from pathlib import Path
 from typing import TextIO
 from urllib.parse import urlsplit
 
-from ..exceptions import MastraceError
+from opentelemetry.sdk.trace import ReadableSpan
+
+from ..exceptions import MastraceError, StoreError
 from ..exporters.otlp import destination_key
+from ..store._clickhouse import is_clickhouse_url
 from ..store._replay import PushState, StoredSpan, live_acked, read_segment, segment_paths
 from ..store._retention import parse_duration
-from ._forward import Sender, endpoint_identity, grpc_sender, http_sender
+from ._forward import Delivery, Sender, endpoint_identity, grpc_sender, http_sender
 from ._output import progress
 from ._terminal import escape_control
 
@@ -63,6 +66,8 @@ def sender_for(
     """The destination's identity (what its acknowledgements are filed under), the names it had in
     earlier records (the URLs as given), and a function sending to it."""
     headers = _headers(header_pairs)
+    if is_clickhouse_url(to):
+        return _clickhouse_sender(to)
     if to == "logfire":
         url, auth = _logfire_url()
         return url, [url], http_sender(url, {**auth, **headers}, timeout)
@@ -81,6 +86,26 @@ def sender_for(
             grpc_sender(literal.removeprefix("grpc:"), parts.scheme == "https", headers, timeout),
         )
     return identity, [literal], http_sender(literal, headers, timeout)
+
+
+def _clickhouse_sender(to: str) -> tuple[str, list[str], Sender]:
+    """Insert into ClickHouse's `otel_traces` (created with the Collector's DDL when missing); the
+    destination is filed under the URL without its password."""
+    from ..store._clickhouse import ClickHouseWriter, parse_target
+
+    try:
+        writer = ClickHouseWriter(parse_target(to))
+    except StoreError as exc:
+        raise MastraceError(str(exc)) from exc
+
+    def send(spans: Sequence[ReadableSpan]) -> Delivery:
+        try:
+            writer.send(spans)
+        except StoreError as exc:
+            raise MastraceError(str(exc)) from exc
+        return Delivery()
+
+    return writer.target.url, [writer.target.url], send
 
 
 def _since(text: str | None) -> int | None:

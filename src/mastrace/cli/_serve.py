@@ -32,6 +32,8 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
         scrub=not args.no_scrubbing,
         token=resolve_token(args.token),
         allow_hosts=tuple(args.allow_host or ()),
+        to=args.to,
+        source=args.source,
     )
     where = []
     if server.http_port is not None:
@@ -39,11 +41,16 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     if server.grpc_port is not None:
         where.append(f"OTLP/gRPC on {args.host}:{server.grpc_port}")
     guarded = "; every request needs the token" if server.options.token else ""
-    out.write(f"mastrace serve: {' and '.join(where)}, writing to {store}{guarded} (Ctrl-C to stop)\n")
+    out.write(
+        f"mastrace serve: {' and '.join(where)}, writing to {args.to or store}{guarded} (Ctrl-C to stop)\n"
+    )
     if server.http_port is not None:
         # With a token, the address carries it once: the page trades it for a cookie, which its own
         # requests then carry.
-        out.write(f"mastrace serve: web UI on {ui_url(args.host, server.http_port, server.options.token)}\n")
+        shown = f" (showing {args.source})" if args.source else ""
+        out.write(
+            f"mastrace serve: web UI{shown} on {ui_url(args.host, server.http_port, server.options.token)}\n"
+        )
     out.flush()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

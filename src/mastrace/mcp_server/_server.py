@@ -40,7 +40,9 @@ RunCount = Annotated[int, Field(description="how many runs, newest first", ge=1,
 SpanCount = Annotated[int, Field(description="show at most this many spans", ge=1, le=5000)]
 
 
-def build_server(stores: StorePaths = None, *, serve_url: str = DEFAULT_SERVE_URL) -> MCPServer:
+def build_server(
+    stores: StorePaths = None, *, serve_url: str = DEFAULT_SERVE_URL, source: str | None = None
+) -> MCPServer:
     """An MCP server whose tools read the store(s) at `stores`.
 
     Tool names and arguments follow Logfire's MCP server (`arbitrary_query`, `schema_reference`,
@@ -50,6 +52,7 @@ def build_server(stores: StorePaths = None, *, serve_url: str = DEFAULT_SERVE_UR
     Args:
         stores: The store folder(s); default `$MASTRACE_DIR` or `./.mastrace`.
         serve_url: The address of `mastrace serve`, for the links `logfire_link` returns.
+        source: A `clickhouse://` or `chdb://` URL whose `otel_traces` the tools read instead.
 
     Raises:
         ImportError: The `mcp` package (extra `mastrace[mcp]`) is not installed.
@@ -60,7 +63,7 @@ def build_server(stores: StorePaths = None, *, serve_url: str = DEFAULT_SERVE_UR
 
     from .. import __version__
 
-    tools = Tools(stores, serve_url)
+    tools = Tools(stores, serve_url, source=source)
     server: MCPServer = MCPServer(
         "mastrace", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING"
     )

@@ -132,6 +132,8 @@ class Tools:
         stores: The store folder(s), read together as one `records` table.
         serve_url: Where `mastrace serve` shows runs, for trace links.
         max_seconds: Stop a SQL tool's statement that runs longer than this (None: never).
+        source: A `clickhouse://` or `chdb://` URL whose `otel_traces` the tools read instead of
+            the store(s) (see `mastrace.analysis._clickhouse`).
     """
 
     def __init__(
@@ -140,13 +142,21 @@ class Tools:
         serve_url: str = DEFAULT_SERVE_URL,
         *,
         max_seconds: float | None = QUERY_SECONDS,
+        source: str | None = None,
     ) -> None:
+        self.source = source
         self.stores = store_paths(stores)
         self.serve_url = serve_url.rstrip("/")
         self.max_seconds = max_seconds
 
     @contextmanager
     def _store(self, *, sandbox: bool = False) -> Iterator[TraceStore]:
+        if self.source is not None:
+            from ..analysis._clickhouse import open_clickhouse
+
+            with open_clickhouse(self.source, sandbox=sandbox) as remote:
+                yield remote
+            return
         with TraceStore(self.stores, sandbox=sandbox) as store:
             yield store
 

@@ -191,11 +191,18 @@ class Intake:
     Args:
         store: The store folder.
         scrubbing: Scrubbing options, or None to write spans as received.
+        destination: Where spans go instead of the store: anything with `export_counted(spans)
+            -> int` and `shutdown()`, e.g. a `ClickHouseWriter`.
     """
 
-    def __init__(self, store: str | Path, scrubbing: ScrubbingOptions | None = _DEFAULT_SCRUBBING) -> None:
+    def __init__(
+        self,
+        store: str | Path,
+        scrubbing: ScrubbingOptions | None = _DEFAULT_SCRUBBING,
+        destination: Any = None,
+    ) -> None:
         self.store = Path(store)
-        self.exporter = LocalStoreExporter(self.store)
+        self.exporter = destination if destination is not None else LocalStoreExporter(self.store)
         self.scrubber = Scrubber(scrubbing) if scrubbing is not None else None
         self.limits = Limits()
         self._lock = threading.Lock()
@@ -225,7 +232,7 @@ class Intake:
             received, stored = received + len(chunk), stored + self.exporter.export_counted(chunk)
         if received > stored:
             rejected += received - stored
-            reasons.append("the local store could not write every span")
+            reasons.append("the destination could not write every span")
         with self._lock:
             self.received += stored + rejected
             self.stored += stored

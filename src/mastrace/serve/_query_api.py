@@ -309,7 +309,7 @@ def health_headers(skipped: int, duplicates: int) -> dict[str, str]:
 
 
 def _start(
-    store: Path, request: QueryRequest, seconds: float | None = None
+    store: Path, request: QueryRequest, seconds: float | None = None, source: str | None = None
 ) -> tuple[Iterator[bytes], bytes, Callable[[], None], dict[str, str]]:
     """Run the statement (in a worker thread): the answer's chunks, its first chunk, a closer, and
     the headers counting what `records` left out or showed once (none when it was not read).
@@ -329,9 +329,16 @@ def _start(
 
     # `mastrace query`'s memory limit; the time limit (`seconds`) covers the whole answer, also while it
     # streams; the row count is the request's `limit`.
-    traces = TraceStore(
-        store, sandbox=True, limits=replace(DEFAULT_QUERY_LIMITS, timeout=None, max_rows=None)
-    )
+    limits = replace(DEFAULT_QUERY_LIMITS, timeout=None, max_rows=None)
+    if source is not None:
+        from ..analysis._clickhouse import open_clickhouse
+
+        try:
+            traces: TraceStore = open_clickhouse(source, sandbox=True, limits=limits)
+        except StoreError as exc:
+            raise QueryProblem(400, str(exc)) from None
+    else:
+        traces = TraceStore(store, sandbox=True, limits=limits)
     limit = TimeLimit(traces, seconds)
 
     def close() -> None:
@@ -368,8 +375,9 @@ def query_routes(
     max_queries: int = MAX_QUERIES,
     max_rows: int | None = None,
     max_seconds: float | None = QUERY_SECONDS,
+    source: str | None = None,
 ) -> list[Any]:
-    """The Query API's Starlette routes over the store at `store`.
+    """The Query API's Starlette routes over the store at `store` (or ClickHouse at `source`).
 
     Args:
         store: The store folder.
@@ -379,6 +387,8 @@ def query_routes(
         max_rows: Refuse a `limit` above this with 422, as Logfire refuses one above 10,000
             (None: any limit).
         max_seconds: Stop a query (and its answer) that runs longer than this (None: never).
+        source: A `clickhouse://` or `chdb://` URL to answer from instead of the store: the
+            newest spans of its `otel_traces` (see `mastrace.analysis._clickhouse`).
     """
     import anyio.to_thread
     from starlette.requests import Request
@@ -414,7 +424,7 @@ def query_routes(
                 raise QueryProblem(429, "every query slot is busy: retry in a second", retry_after=1)
             try:
                 chunks, first, close, counted = await anyio.to_thread.run_sync(
-                    _start, store, parsed, max_seconds
+                    _start, store, parsed, max_seconds, source
                 )
             except BaseException:
                 slots.give()

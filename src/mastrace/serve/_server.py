@@ -46,6 +46,8 @@ class ServeOptions:
     body_idle_timeout: float = 10.0
     body_timeout: float = 120.0
     ui_workers: int = 2
+    source: str | None = None
+    """A `clickhouse://` or `chdb://` URL the UI and the Query API read instead of the store."""
 
 
 def _status_body(status: int, message: str, media: str) -> tuple[bytes, str]:
@@ -148,8 +150,8 @@ def _http_app(intake: Intake, options: ServeOptions, budget: Budget, intake_pool
             Route("/v1/traces", traces, methods=["POST"]),
             Route(_METRICS_PATH, traces, methods=["POST"]),
             Route("/health", health),
-            *ui_routes(intake.store, ui_pool),
-            *query_routes(intake.store, token=options.token),
+            *ui_routes(intake.store, ui_pool, options.source),
+            *query_routes(intake.store, token=options.token, source=options.source),
         ]
     )
     # One guard in front of every route, those of this app and any mounted on it later.
@@ -301,6 +303,8 @@ def start_intake(
     allow_hosts: tuple[str, ...] = (),
     header_timeout: float = 10.0,
     body_timeout: float = 120.0,
+    to: str | None = None,
+    source: str | None = None,
 ) -> IntakeServer:
     """Start the OTLP servers on background threads; port 0 picks a free port, None turns one off.
 
@@ -318,6 +322,11 @@ def start_intake(
             `Host` and `Origin`, e.g. the machine's name when serving on the network.
         header_timeout: Seconds a client has to send a request's headers.
         body_timeout: Seconds a client has to send a request's body (and 10 s between its parts).
+        to: Write received spans into ClickHouse's `otel_traces` at this `clickhouse://` or
+            `chdb://` URL instead of the store (the table is created with the OpenTelemetry
+            Collector's schema when missing).
+        source: Show ClickHouse's `otel_traces` at this URL in the UI, the Query API and MCP
+            instead of the store (e.g. the table the team's Collector writes).
 
     Raises:
         MastraceError: A port cannot be listened on, a token is missing off loopback, or the
@@ -341,8 +350,18 @@ def start_intake(
         allowed_hosts=tuple(allow_hosts),
         header_timeout=header_timeout,
         body_timeout=body_timeout,
+        source=source,
     )
-    intake = Intake(store, ScrubbingOptions() if scrub else None)
+    destination = None
+    if to is not None:
+        from ..exceptions import StoreError
+        from ..store._clickhouse import ClickHouseWriter, parse_target
+
+        try:
+            destination = ClickHouseWriter(parse_target(to))
+        except StoreError as exc:
+            raise MastraceError(str(exc)) from exc
+    intake = Intake(store, ScrubbingOptions() if scrub else None, destination)
     budget = Budget(options.max_in_flight)
     server = IntakeServer(intake, host, None, None, options, budget)
     # Decoding and writing hold the interpreter: one thread, so that a burst queues instead of
