@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import re
 import sys
 from typing import Any
@@ -157,6 +158,23 @@ def test_config_hash_is_stable_across_runs(mastrace_spans: CapturedSpans) -> Non
         s.attributes[semconv.MASTRACE_CONFIG_HASH] for s in mastrace_spans.by_name("maseval.repetition")
     }
     assert len(hashes) == 1 and re.fullmatch(r"[0-9a-f]{16}", hashes.pop())
+
+
+def test_repetitions_and_tasks_of_one_configuration_share_one_hash(mastrace_spans: CapturedSpans) -> None:
+    """Task ids, repetition indices and derived seeds stay in the snapshot but out of the hash."""
+    _run([_task("t1", "hello"), _task("t2", "bye")], n_task_repeats=3, seed=11)
+    spans = mastrace_spans.by_name("maseval.repetition")
+    assert len(spans) == 6
+    assert len({s.attributes[semconv.MASTRACE_CONFIG_HASH] for s in spans}) == 1  # type: ignore[index]
+    kept = {json.dumps(json.loads(s.attributes[semconv.MASTRACE_CONFIG])["seeding"]) for s in spans}  # type: ignore[arg-type, index]
+    assert len(kept) == 6  # each repetition's task id and index are kept in its snapshot
+    _run([_task("t1", "hello")], seed=12)  # another global seed: another configuration
+    assert (
+        len(
+            {s.attributes[semconv.MASTRACE_CONFIG_HASH] for s in mastrace_spans.by_name("maseval.repetition")}
+        )
+        == 2
+    )  # type: ignore[index]
 
 
 def test_repetition_carries_the_usage_report(mastrace_spans: CapturedSpans) -> None:
