@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from .scrubbing._options import ScrubbingOptions
     from .setup._config import configure, force_flush, is_configured, shutdown
     from .tracing._context import create_task, inject_env, wrap
+    from .tracing._experiment import ExperimentRun, experiment_run, record_evaluation
     from .tracing._instrument import instrument
     from .tracing._streams import traced_stream
     from .tracing._tracer import NoOpSpan, Span, Tracer, get_tracer
@@ -58,6 +59,9 @@ _LAZY = {
     "inject_env": ".tracing._context",
     "wrap": ".tracing._context",
     "instrument": ".tracing._instrument",
+    "ExperimentRun": ".tracing._experiment",
+    "experiment_run": ".tracing._experiment",
+    "record_evaluation": ".tracing._experiment",
     "traced_stream": ".tracing._streams",
     "AgentMixin": ".mixins",
     "ConfigurableMixin": ".mixins",
@@ -87,6 +91,7 @@ __all__ = [
     "CoordinationMixin",
     "CostCalculator",
     "DestinationStats",
+    "ExperimentRun",
     "ExportError",
     "FlushResult",
     "LLMBackendMixin",
@@ -108,11 +113,13 @@ __all__ = [
     "__version__",
     "configure",
     "create_task",
+    "experiment_run",
     "force_flush",
     "get_tracer",
     "inject_env",
     "instrument",
     "is_configured",
+    "record_evaluation",
     "shutdown",
     "traced_stream",
     "wrap",

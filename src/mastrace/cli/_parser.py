@@ -336,6 +336,11 @@ def _run_parser(sub: Any) -> None:
     )
     run.add_argument("--console", action="store_true", default=None, help="print a line per span to stderr")
     run.add_argument(
+        "--experiment",
+        metavar="NAME",
+        help="the experiment the program's runs belong to (named on every root span)",
+    )
+    run.add_argument(
         "--instrument",
         metavar="NAMES",
         action="append",

@@ -156,7 +156,8 @@ class SnapshotCache:
                 item = _stable(value[name])
                 part = self._fragment(f"{section}:{name}", item)
                 inner.append((name, part))
-                inner_hashed.append((name, self._hashed(f"{section}:{name}", item, part)))
+                if name not in PER_RUN_KEYS:
+                    inner_hashed.append((name, self._hashed(f"{section}:{name}", item, part)))
             parts.append((section, _join(inner)))
             hashed.append((section, _join(inner_hashed)))
         key = tuple(parts)
