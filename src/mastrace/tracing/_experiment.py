@@ -26,7 +26,7 @@ from ..setup._state import STATE
 from ._errors import handle_internal_errors
 from ._tracer import NoOpSpan, Span, get_tracer
 
-__all__ = ["ExperimentRun", "experiment_run", "record_evaluation"]
+__all__ = ["ExperimentRun", "experiment_run", "record_evaluation", "record_under"]
 
 _TRACER = "mastrace.experiment"
 _SNAPSHOTS = SnapshotCache()
@@ -223,6 +223,24 @@ def record_evaluation(
         if run is not None and run.span is not None:
             parent = run.span.span_context
     _record(name, score, label, explanation, evaluator, None, parent)
+
+
+def record_under(
+    parent: SpanContext,
+    name: str,
+    *,
+    score: float | bool | None = None,
+    label: str | None = None,
+    evaluator: str | None = None,
+    value: Any = None,
+) -> None:
+    """An evaluation event under the span `parent` (for integrations); a `value` that is not a
+    score nor a label is kept as JSON in `mastrace.evaluation.value`. Never raises."""
+    with handle_internal_errors("record evaluation"):
+        extra = {semconv.MASTRACE_EVALUATION_VALUE: value} if value is not None else None
+        if isinstance(score, float) and score != score:  # NaN: no score
+            score = None
+        _record(name, score, label, None, evaluator, extra, parent)
 
 
 def _record(
