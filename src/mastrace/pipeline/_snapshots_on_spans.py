@@ -148,7 +148,7 @@ class SnapshotCache:
             if section in _DIRECT_SECTIONS or not isinstance(value, Mapping):
                 part = self._fragment(section, _stable(value))
                 parts.append((section, part))
-                if section not in _HASH_EXCLUDED_SECTIONS:
+                if section not in _HASH_EXCLUDED_SECTIONS and section not in PER_RUN_KEYS:
                     hashed.append((section, self._hashed(section, _stable(value), part)))
                 continue
             inner, inner_hashed = [], []
@@ -159,7 +159,8 @@ class SnapshotCache:
                 if name not in PER_RUN_KEYS:
                     inner_hashed.append((name, self._hashed(f"{section}:{name}", item, part)))
             parts.append((section, _join(inner)))
-            hashed.append((section, _join(inner_hashed)))
+            if section not in PER_RUN_KEYS:
+                hashed.append((section, _join(inner_hashed)))
         key = tuple(parts)
         with self._lock:
             found = self._documents.get(key)
