@@ -64,6 +64,7 @@ WITH RECURSIVE runs AS (
   SELECT trace_id, span_id,
          {_attr(semconv.MASTRACE_EXPERIMENT_NAME)} AS experiment,
          {_TASK_SQL} AS task,
+         {_attr(semconv.MASTRACE_EXPERIMENT_TASK_ID)} IS NOT NULL AS has_task,
          TRY_CAST({_attr(semconv.MASTRACE_EXPERIMENT_REPETITION)} AS BIGINT) AS repetition,
          {_attr(semconv.MASTRACE_EXPERIMENT_OUTCOME)} AS outcome,
          {_attr(semconv.MASTRACE_CONFIG_HASH)} AS config_hash,
@@ -198,8 +199,12 @@ def gather(store: TraceStore, *, experiment: str | None = None, by: str | None =
         except (TypeError, ValueError):
             continue
         configs[row["config_hash"] or _NO_CONFIG].append((str(row["task"]), value))
+    # A root named by `configure(experiment=...)` is no run of its own when runs of tasks are inside.
+    with_tasks = {row["trace_id"] for row in run_rows if row["has_task"]}
     runs: list[Run] = []
     for row in run_rows:
+        if not row["has_task"] and row["trace_id"] in with_tasks:
+            continue
         if experiment is not None and row["experiment"] != experiment:
             continue
         runs.append(_run(row, by, configs))
