@@ -13,6 +13,7 @@ import io
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 from collections import defaultdict
@@ -289,3 +290,34 @@ def test_the_command_prints_the_same_figures_in_every_format(experiment: tuple[P
     assert "agents.a.model: gpt-4o → gpt-4o-mini" in table
     bad = _cli(path, "--baseline", "zzz")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "not a configuration" in bad.stderr
+
+
+def test_compare_and_experiments_through_a_source_equal_the_store(
+    experiment: tuple[Path, Expected], tmp_path: Path
+) -> None:
+    """`--source` (another `mastrace serve`'s Query API) gives the same comparison as the store."""
+    from mastrace.serve import start_intake
+
+    path, _ = experiment
+    copy = tmp_path / "store"
+    shutil.copytree(path, copy)
+    server = start_intake(copy, http_port=0, grpc_port=None)
+    try:
+        url = f"http://127.0.0.1:{server.http_port}"
+        for command in (
+            ["compare", "--baseline", "hashA", "--format", "json", "--seed", "5"],
+            ["experiments"],
+        ):
+            local = subprocess.run(
+                [str(MASTRACE), *command, "--store", str(copy)],
+                capture_output=True, text=True, timeout=120, env=clean_env(),
+            )  # fmt: skip
+            remote = subprocess.run(
+                [str(MASTRACE), *command, "--source", url],
+                capture_output=True, text=True, timeout=120, env=clean_env(),
+            )  # fmt: skip
+            assert local.returncode == remote.returncode == 0, local.stderr + remote.stderr
+            assert remote.stdout == local.stdout
+            assert "hashB" in local.stdout or "exp" in local.stdout
+    finally:
+        server.stop()
