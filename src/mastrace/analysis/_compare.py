@@ -72,14 +72,14 @@ WITH RECURSIVE runs AS (
          epoch_us(start_timestamp) AS start_us,
          (otel_status_code = 'ERROR' OR coalesce(is_exception, false)) AS errored,
          {{by}} AS by_value
-  FROM records
+  FROM {{table}}
   WHERE {_RUN_WHERE}
 ),
 sub(trace_id, run_id, span_id) AS (
   SELECT trace_id, span_id, span_id FROM runs
   UNION ALL
   SELECT r.trace_id, sub.run_id, r.span_id
-  FROM records r JOIN sub ON r.trace_id = sub.trace_id AND r.parent_span_id = sub.span_id
+  FROM {{table}} r JOIN sub ON r.trace_id = sub.trace_id AND r.parent_span_id = sub.span_id
   WHERE r.attributes->>'{semconv.MASTRACE_EXPERIMENT_TASK_ID}' IS NULL
 ),
 usage AS (
@@ -92,7 +92,7 @@ usage AS (
                       FILTER (WHERE span_name LIKE '{semconv.SPAN_LLM_PREFIX}%')) AS cost,
          bool_or({_attr(semconv.MASTRACE_COST_UNKNOWN)} = 'true'
                  AND span_name LIKE '{semconv.SPAN_LLM_PREFIX}%') AS cost_unknown
-  FROM sub JOIN records r ON r.trace_id = sub.trace_id AND r.span_id = sub.span_id
+  FROM sub JOIN {{table}} r ON r.trace_id = sub.trace_id AND r.span_id = sub.span_id
   GROUP BY 1, 2
 )
 SELECT runs.*, usage.input_tokens, usage.output_tokens, usage.cost, usage.cost_unknown
@@ -105,7 +105,7 @@ SELECT trace_id, parent_span_id,
        {_attr(semconv.GEN_AI_EVALUATION_NAME)} AS name,
        TRY_CAST({_attr(semconv.GEN_AI_EVALUATION_SCORE_VALUE)} AS DOUBLE) AS score,
        coalesce(TRY_CAST({_attr(semconv.MASTRACE_EVALUATION_BOOLEAN)} AS BOOLEAN), false) AS boolean
-FROM records
+FROM {{table}}
 WHERE span_name = '{semconv.GEN_AI_EVALUATION_RESULT}'
 ORDER BY start_timestamp, span_id
 """
@@ -113,7 +113,7 @@ ORDER BY start_timestamp, span_id
 _CONFIGS_SQL = f"""
 SELECT DISTINCT {_attr(semconv.MASTRACE_CONFIG_HASH)} AS config_hash, {_TASK_SQL} AS task,
        {_attr(semconv.MASTRACE_CONFIG)} AS config
-FROM records
+FROM {{table}}
 WHERE {_RUN_WHERE} AND {_attr(semconv.MASTRACE_CONFIG)} IS NOT NULL
 """
 
@@ -163,18 +163,28 @@ class Gathered:
     """Configuration hash → (task, snapshot) for each distinct snapshot."""
 
 
+_TABLE = "_mastrace_experiment_spans"
+
+
 def _query(store: TraceStore, sqls: Sequence[str]) -> list[list[dict[str, Any]]]:
+    """Each of `sqls` (over `{table}`) on one read of the spans: the store is scanned once, not per query."""
     from ._source import SourceStore, _local_connection, _show_records
 
+    copy = f"CREATE OR REPLACE TEMP TABLE {_TABLE} AS SELECT {_SOURCE_COLUMNS} FROM records"
     if not isinstance(store, SourceStore):
-        return [store.rows(sql) for sql in sqls]
+        store.execute(copy)
+        try:
+            return [store.rows(sql.format(table=_TABLE)) for sql in sqls]
+        finally:
+            store.execute(f"DROP TABLE IF EXISTS {_TABLE}")
     table = store.client.table(f"SELECT {_SOURCE_COLUMNS} FROM records", "trace_id, start_timestamp, span_id")
     con = _local_connection()
     try:
         _show_records(con, table)
+        con.execute(copy)
         out = []
         for sql in sqls:
-            relation = con.sql(sql)
+            relation = con.sql(sql.format(table=_TABLE))
             out.append([dict(zip(relation.columns, row, strict=True)) for row in relation.fetchall()])
         return out
     finally:
@@ -189,8 +199,8 @@ def gather(store: TraceStore, *, experiment: str | None = None, by: str | None =
     """Read the runs, evaluations and configurations of `experiment` (default: every experiment)."""
     from ._kinds import AGENT_SPAN_SQL
 
-    by_sql = f"attributes->>{_sql_text(by)}" if by else "NULL"
-    runs_sql = _RUNS_SQL.format(by=by_sql, agent=AGENT_SPAN_SQL)
+    by_sql = f"attributes->>{_sql_text(by)}".replace("{", "{{").replace("}", "}}") if by else "NULL"
+    runs_sql = _RUNS_SQL.format(by=by_sql, agent=AGENT_SPAN_SQL, table="{table}")
     run_rows, eval_rows, config_rows = _query(store, [runs_sql, _EVALS_SQL, _CONFIGS_SQL])
     configs: dict[str, list[tuple[str, Any]]] = defaultdict(list)
     for row in config_rows:

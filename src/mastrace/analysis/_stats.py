@@ -126,7 +126,8 @@ def bootstrap_means(points: Sequence[float], *, seed: int, resamples: int = DEFA
     """The means of `resamples` draws with replacement from `points` (see the module's definition)."""
     rng = random.Random(seed)
     n = len(points)
-    return [math.fsum(rng.choices(points, k=n)) / n for _ in range(resamples)]
+    choices = rng.choices
+    return [sum(choices(points, k=n)) / n for _ in range(resamples)]
 
 
 def _interval(
