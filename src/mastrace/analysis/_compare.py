@@ -42,6 +42,7 @@ __all__ = [
     "list_experiments",
     "render_comparison",
     "render_experiments",
+    "trace_scores",
 ]
 
 _NO_CONFIG = "(no config)"
@@ -279,6 +280,22 @@ def _attach_scores(runs: list[Run], eval_rows: Iterable[Mapping[str, Any]]) -> s
         # Several results of one name on one run (judged twice): their mean.
         run.scores = {name: sum(v) / len(v) for name, v in scores.items()}
     return booleans
+
+
+_TRACE_SCORES_SQL = f"""
+SELECT {_attr(semconv.GEN_AI_EVALUATION_NAME)} AS name,
+       avg(TRY_CAST({_attr(semconv.GEN_AI_EVALUATION_SCORE_VALUE)} AS DOUBLE)) AS score
+FROM records
+WHERE trace_id = ? AND span_name = '{semconv.GEN_AI_EVALUATION_RESULT}'
+GROUP BY 1
+HAVING name IS NOT NULL AND score IS NOT NULL
+ORDER BY 1
+"""
+
+
+def trace_scores(store: TraceStore, trace_id: str) -> dict[str, float]:
+    """The evaluation scores recorded in a trace (the mean of each name's results)."""
+    return {row["name"]: row["score"] for row in store.rows(_TRACE_SCORES_SQL, [trace_id])}
 
 
 # --- the comparison -------------------------------------------------------------------------------

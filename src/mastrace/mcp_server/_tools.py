@@ -281,5 +281,12 @@ class Tools:
         """Configuration, duration, token and cost differences between two runs."""
         with self._store() as store:
             first, second = store.resolve(_trace_ref(a)), store.resolve(_trace_ref(b))
-            result = diff_reports(build_report(store, first), build_report(store, second))
+            from ..analysis._compare import trace_scores
+
+            result = diff_reports(
+                build_report(store, first),
+                build_report(store, second),
+                scores_a=trace_scores(store, first),
+                scores_b=trace_scores(store, second),
+            )
             return self._noted(store, bounded_text(render_diff(result)))
