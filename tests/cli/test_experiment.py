@@ -201,3 +201,20 @@ def test_mastrace_run_experiment_option(tmp_path: Path) -> None:
             f"SELECT span_name, attributes->>'{semconv.MASTRACE_EXPERIMENT_NAME}' AS e FROM records"
         )
     assert rows == [{"span_name": "app.work", "e": "cli-exp"}]
+
+
+def test_analyze_has_an_experiment_section_for_an_experiment_run(tmp_path: Path) -> None:
+    """A run of an experiment gets an Experiment section with its task, repetition, outcome and scores."""
+    store = str(tmp_path / "store")
+    trace_id, _ = _python(RUN_SCRIPT.format(store=store)).split()
+    _python(JUDGE_SCRIPT.format(store=store), trace_id, "0" * 15 + "1")
+    done = subprocess.run(
+        [str(MASTRACE), "analyze", trace_id, "--store", store, "-o", "-"],
+        capture_output=True, text=True, timeout=120, env=clean_env(),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    section = done.stdout.split("## Experiment\n", 1)[1].split("\n## ", 1)[0]
+    row = next(line for line in section.splitlines() if line.startswith("| judged"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[:4] == ["judged", "t1", "2", "success"]
+    assert cells[5] == "judge_pass 0, judge_score 0.4"

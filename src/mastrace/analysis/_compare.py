@@ -42,6 +42,7 @@ __all__ = [
     "list_experiments",
     "render_comparison",
     "render_experiments",
+    "trace_experiment_runs",
     "trace_scores",
 ]
 
@@ -291,6 +292,30 @@ GROUP BY 1
 HAVING name IS NOT NULL AND score IS NOT NULL
 ORDER BY 1
 """
+
+
+def trace_experiment_runs(store: TraceStore, trace_id: str) -> list[dict[str, Any]]:
+    """The experiment runs of one trace, each with its scores (`scores`: name → mean)."""
+    where = f"trace_id = {_sql_text(trace_id)}"
+    runs_sql = _RUNS_SQL.format(by="NULL", agent="false", table="{table}")
+    sub = f"(SELECT * FROM records WHERE {where})"
+    run_rows = store.rows(runs_sql.format(table=sub))
+    eval_rows = store.rows(_EVALS_SQL.format(table=sub))
+    if any(r["has_task"] for r in run_rows):
+        run_rows = [r for r in run_rows if r["has_task"]]
+    runs = [_run(r, None, {}) for r in run_rows]
+    _attach_scores(runs, eval_rows)
+    return [
+        {
+            "experiment": r.experiment,
+            "task": r.task,
+            "repetition": r.repetition,
+            "outcome": r.outcome,
+            "config_hash": r.config_hash,
+            "scores": dict(sorted(r.scores.items())),
+        }
+        for r in runs
+    ]
 
 
 def trace_scores(store: TraceStore, trace_id: str) -> dict[str, float]:
