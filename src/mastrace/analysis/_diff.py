@@ -74,7 +74,7 @@ class OutcomeDelta:
     votes_a: dict[str, int] = field(default_factory=dict)
     votes_b: dict[str, int] = field(default_factory=dict)
     scores_a: dict[str, float] = field(default_factory=dict)
-    """Each evaluation's score (`gen_ai.evaluation.result`; the mean when judged more than once)."""
+    """Each evaluation's score (from the GenAI evaluation events; the mean when judged more than once)."""
     scores_b: dict[str, float] = field(default_factory=dict)
 
 

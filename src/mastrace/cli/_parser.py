@@ -215,8 +215,8 @@ def build_parser() -> argparse.ArgumentParser:
         "compare",
         parents=[reading],
         help="compare an experiment's configurations: scores with 95%% intervals, failures, tokens, cost",
-        description="Compare the configurations of an experiment (runs carrying mastrace.experiment.*, "
-        "scores from gen_ai.evaluation.result events). Intervals are a cluster bootstrap over tasks.",
+        description="Compare the configurations of an experiment (see mastrace.experiment_run; scores "
+        "from GenAI evaluation events). Intervals are a cluster bootstrap over tasks.",
     )
     compare.add_argument("--experiment", metavar="NAME", help="only this experiment's runs (default: all)")
     compare.add_argument(
