@@ -136,13 +136,19 @@ def test_a_session_starts_while_the_facts_are_still_being_gathered(
     class Orchestrator(mastrace.CoordinationMixin):
         mastrace_registry = mastrace.Registry()
 
+    class Agent(mastrace.AgentMixin):
+        agent_id = "a"
+
     with Orchestrator().coordination_session("task", ["a"]) as session:
         opened_before_release = not release.is_set()
-        assert session.config_hash is None  # not waited for
+        assert session.config_hash is not None  # known at once: the hash leaves the process facts out
+        with Agent().agent_round(0):  # a round started right away carries the hash
+            pass
         release.set()
     session_span = mastrace_spans.one("coordination.session")
     assert opened_before_release
     assert session_span.attributes["mastrace.config.hash"] == session.config_hash is not None
+    assert mastrace_spans.one("agent.a.round_0").attributes["mastrace.config.hash"] == session.config_hash
     assert '"packages"' in str(session_span.attributes["mastrace.config"])
 
 

@@ -138,6 +138,9 @@ CASES: dict[str, Case] = {
         "604800s",
         None,
     ),
+    "experiment": Case(
+        "MASTRACE_EXPERIMENT", "from-env", "given", lambda s: s.experiment, "given", "from-env", None
+    ),
 }
 # The other direction: an environment value that turns something on, an argument that turns it off
 # (or the reverse), for the parameters whose values are switches.

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         TraceableMixin,
         UsageTrackableMixin,
     )
+    from .mixins._experiment import ExperimentRun, experiment_run, record_evaluation
     from .pipeline._pipeline import DestinationStats, FlushResult
     from .registry import Registry
     from .scrubbing._options import ScrubbingOptions
@@ -65,6 +66,9 @@ _LAZY = {
     "inject_env": ".tracing._context",
     "wrap": ".tracing._context",
     "instrument": ".tracing._instrument",
+    "ExperimentRun": ".mixins._experiment",
+    "experiment_run": ".mixins._experiment",
+    "record_evaluation": ".mixins._experiment",
     "traced_stream": ".tracing._streams",
     "AgentMixin": ".mixins",
     "ConfigurableMixin": ".mixins",
@@ -94,6 +98,7 @@ __all__ = [
     "CoordinationMixin",
     "CostCalculator",
     "DestinationStats",
+    "ExperimentRun",
     "ExportError",
     "FlushResult",
     "LLMBackendMixin",
@@ -115,11 +120,13 @@ __all__ = [
     "__version__",
     "configure",
     "create_task",
+    "experiment_run",
     "force_flush",
     "get_tracer",
     "inject_env",
     "instrument",
     "is_configured",
+    "record_evaluation",
     "shutdown",
     "traced_stream",
     "wrap",

@@ -251,10 +251,13 @@ class Registry:
 
     def collect_all_configs(self) -> dict[str, Any]:
         """Collect `gather_config()` from every registered component, plus the `benchmark` section."""
-        _, items = self._registered("gather_config")
-        out = self._collect(items, "config", lambda c: c.gather_config())
+        out = self._component_configs()
         out["benchmark"] = self._benchmark_section()
         return out
+
+    def _component_configs(self) -> dict[str, Any]:
+        _, items = self._registered("gather_config")
+        return self._collect(items, "config", lambda c: c.gather_config())
 
     def collect_all_usage(self) -> dict[str, Any]:
         """Collect each component's usage since the previous collection, and add it to the totals."""
@@ -300,6 +303,11 @@ class Registry:
         if not wait and self._with_system_info and not benchmark_info_ready():
             return None
         return self._snapshots.snapshot(self.collect_all_configs())
+
+    def config_hash(self) -> str:
+        """The current scope's configuration hash, never waiting: the hash leaves the process-level
+        `benchmark` section out (see `ConfigSnapshot`), so it is known before that section is."""
+        return self._snapshots.snapshot(self._component_configs()).hash
 
     # -- internals -------------------------------------------------------------------------------
     def _delta(self, scope: _Scope, component: object) -> Usage:

@@ -321,3 +321,29 @@ ARRAY_KEYS: Final = frozenset(
         MASTRACE_COST_UNKNOWN_MODELS,
     }
 )
+
+# --- experiments and evaluations ------------------------------------------------------------------
+SPAN_EXPERIMENT_RUN: Final = "experiment.run"
+"""The root span `mastrace.experiment_run()` opens: one run (one task, one repetition) of an experiment."""
+MASTRACE_EXPERIMENT_NAME: Final = "mastrace.experiment.name"
+"""The experiment a run belongs to (on the run's root span)."""
+MASTRACE_EXPERIMENT_TASK_ID: Final = "mastrace.experiment.task_id"
+"""The task the run solves: runs of one configuration on one task are its repetitions."""
+MASTRACE_EXPERIMENT_REPETITION: Final = "mastrace.experiment.repetition"
+"""The run's repetition index (0, 1, ...) for its task and configuration."""
+MASTRACE_EXPERIMENT_OUTCOME: Final = "mastrace.experiment.outcome"
+"""How the run ended: `success`, `error` (it raised), or a status of the framework's own."""
+OUTCOME_SUCCESS: Final = "success"
+OUTCOME_ERROR: Final = "error"
+GEN_AI_EVALUATION_RESULT: Final = "gen_ai.evaluation.result"
+"""The GenAI conventions' evaluation event (recorded as a log-style span under the evaluated run)."""
+GEN_AI_EVALUATION_NAME: Final = "gen_ai.evaluation.name"
+GEN_AI_EVALUATION_SCORE_VALUE: Final = "gen_ai.evaluation.score.value"
+GEN_AI_EVALUATION_SCORE_LABEL: Final = "gen_ai.evaluation.score.label"
+GEN_AI_EVALUATION_EXPLANATION: Final = "gen_ai.evaluation.explanation"
+MASTRACE_EVALUATION_EVALUATOR: Final = "mastrace.evaluation.evaluator"
+"""Who scored: an evaluator's name (a metric, a judge model, a person)."""
+MASTRACE_EVALUATION_VALUE: Final = "mastrace.evaluation.value"
+"""An evaluator's result that is neither a number nor a boolean nor a text, kept as JSON."""
+MASTRACE_EVALUATION_BOOLEAN: Final = "mastrace.evaluation.boolean"
+"""True when the score came from a boolean (pass = 1.0, fail = 0.0): pass@k applies to it."""

@@ -31,3 +31,39 @@ def test_diff_of_a_run_with_itself_is_empty(mastrace_cli: Runner, demo_store: Pa
     """Comparing a run with itself reports the same hash and no differences."""
     out = mastrace_cli("diff", "latest", "latest", store=demo_store).stdout
     assert "  no differences" in out and "  same hash " in out
+
+
+def test_diff_shows_the_outcome_winner_votes_and_scores(
+    mastrace_cli: Runner, demo_store: Path, tmp_path: Path
+) -> None:
+    """The outcome of each run: winner, answers and votes from the trace, scores from evaluation events."""
+    import shutil
+    import subprocess
+    import sys
+
+    from mastrace.analysis import TraceStore, build_report
+
+    store = tmp_path / "store"
+    shutil.copytree(demo_store, store)
+    with TraceStore(str(store)) as ts:
+        ids = [ts.resolve("previous"), ts.resolve("latest")]
+        reports = [build_report(ts, t) for t in ids]
+    judge = (
+        "import sys, mastrace\n"
+        f"mastrace.configure(local={str(store)!r})\n"
+        "mastrace.record_evaluation('correct', score=True, trace_id=sys.argv[1])\n"
+        "mastrace.record_evaluation('correct', score=False, trace_id=sys.argv[2])\n"
+        "mastrace.record_evaluation('quality', score=0.5, trace_id=sys.argv[2])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", judge, *ids], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    text = mastrace_cli("diff", ids[0], ids[1], store=store).stdout
+    a, b = (r.overview for r in reports)
+    assert f"  winner: {a.winner or '-'} → {b.winner or '-'}" in text
+    assert f"  answers: {a.answers} → {b.answers}" in text
+    assert "  score correct: 1 → 0 (-1)" in text and "  score quality: - → 0.5" in text
+    diff = json.loads(mastrace_cli("diff", ids[0], ids[1], "--format", "json", store=store).stdout)
+    assert diff["outcome"]["scores_a"] == {"correct": 1.0}
+    assert diff["outcome"]["scores_b"] == {"correct": 0.0, "quality": 0.5}
+    votes = [sum(1 for v in r.votes if not v.discarded) for r in reports]
+    assert [sum(diff["outcome"][k].values()) for k in ("votes_a", "votes_b")] == votes

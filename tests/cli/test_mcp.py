@@ -32,6 +32,7 @@ TOOLS = {
     "trace_tree": {"trace_id", "max_spans"},
     "analyze": {"trace_id"},
     "diff": {"a", "b"},
+    "compare_experiments": {"experiment", "by", "baseline", "seed"},
 }
 Session = Callable[[ClientSession], Awaitable[Any]]
 

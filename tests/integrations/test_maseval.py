@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import re
 import sys
 from typing import Any
@@ -126,8 +127,10 @@ def test_one_span_per_task_and_repetition(mastrace_spans: CapturedSpans) -> None
           maseval.task [maseval.task.id=t1]
             maseval.repetition [maseval.repeat_idx=0, maseval.status=success, gen_ai.conversation.id=t1/0]
               agent.echo.run
+              gen_ai.evaluation.result [gen_ai.evaluation.name=correct]
             maseval.repetition [maseval.repeat_idx=1, maseval.status=success, gen_ai.conversation.id=t1/1]
               agent.echo.run
+              gen_ai.evaluation.result [gen_ai.evaluation.name=correct]
     """,
         ordered=True,
     )
@@ -159,6 +162,23 @@ def test_config_hash_is_stable_across_runs(mastrace_spans: CapturedSpans) -> Non
     assert len(hashes) == 1 and re.fullmatch(r"[0-9a-f]{16}", hashes.pop())
 
 
+def test_repetitions_and_tasks_of_one_configuration_share_one_hash(mastrace_spans: CapturedSpans) -> None:
+    """Task ids, repetition indices and derived seeds stay in the snapshot but out of the hash."""
+    _run([_task("t1", "hello"), _task("t2", "bye")], n_task_repeats=3, seed=11)
+    spans = mastrace_spans.by_name("maseval.repetition")
+    assert len(spans) == 6
+    assert len({s.attributes[semconv.MASTRACE_CONFIG_HASH] for s in spans}) == 1  # type: ignore[index]
+    kept = {json.dumps(json.loads(s.attributes[semconv.MASTRACE_CONFIG])["seeding"]) for s in spans}  # type: ignore[arg-type, index]
+    assert len(kept) == 6  # each repetition's task id and index are kept in its snapshot
+    _run([_task("t1", "hello")], seed=12)  # another global seed: another configuration
+    assert (
+        len(
+            {s.attributes[semconv.MASTRACE_CONFIG_HASH] for s in mastrace_spans.by_name("maseval.repetition")}
+        )
+        == 2
+    )  # type: ignore[index]
+
+
 def test_repetition_carries_the_usage_report(mastrace_spans: CapturedSpans) -> None:
     """Each repetition span has that repetition's usage, as MASEval reported it."""
     _run([_task("t1", "hello")])
@@ -170,6 +190,25 @@ def test_repetition_carries_the_evaluation(mastrace_spans: CapturedSpans) -> Non
     """The evaluation result of the repetition is on its span."""
     _run([_task("t1", "hello")])
     assert mastrace_spans.attributes("maseval.repetition")["maseval.eval"] == [{"correct": True}]
+
+
+def test_repetition_is_an_experiment_run_with_evaluation_events(mastrace_spans: CapturedSpans) -> None:
+    """Task id, repetition and outcome on the repetition; each evaluator value is an evaluation event."""
+    benchmark = EchoBenchmark(callbacks=[MastraceCallback(experiment="echo-exp")], progress_bar=False)
+    benchmark.run([_task("t1", "hello"), _task("t2", "fail")], agent_data={})
+    reps = {
+        s.attributes[semconv.MASTRACE_EXPERIMENT_TASK_ID]: s
+        for s in mastrace_spans.by_name("maseval.repetition")
+    }  # type: ignore[index]
+    assert reps["t1"].attributes[semconv.MASTRACE_EXPERIMENT_OUTCOME] == "success"  # type: ignore[index]
+    assert reps["t2"].attributes[semconv.MASTRACE_EXPERIMENT_OUTCOME] == "agent_error"  # type: ignore[index]
+    assert {s.attributes[semconv.MASTRACE_EXPERIMENT_NAME] for s in reps.values()} == {"echo-exp"}  # type: ignore[index]
+    evals = mastrace_spans.by_name(semconv.GEN_AI_EVALUATION_RESULT)
+    assert len(evals) == 1  # the failed repetition was not evaluated
+    assert evals[0].parent.span_id == reps["t1"].context.span_id  # type: ignore[union-attr]
+    assert evals[0].attributes[semconv.GEN_AI_EVALUATION_NAME] == "correct"  # type: ignore[index]
+    assert evals[0].attributes[semconv.GEN_AI_EVALUATION_SCORE_VALUE] == 1.0  # type: ignore[index]
+    assert evals[0].attributes[semconv.MASTRACE_EVALUATION_BOOLEAN] is True  # type: ignore[index]
 
 
 def test_failed_repetition_is_an_error(mastrace_spans: CapturedSpans) -> None:

@@ -111,3 +111,36 @@ def test_every_store_tool_tells_the_model_what_the_store_skipped_and_showed_once
             _undated(text) for text in (noisy.split("\nnote:")[0], quiet.replace(str(clean), str(store.path)))
         ]
         assert same[0] == same[1], name
+
+
+EXPERIMENT = """
+import mastrace
+mastrace.configure(local={store!r}, experiment="mcp-exp")
+for model, passes in (("big", (1, 1, 1, 0)), ("small", (0, 1, 0, 0))):
+    for task in range(4):
+        for rep in range(2):
+            with mastrace.experiment_run(f"t{{task}}", repetition=rep, config={{"model": model}}) as run:
+                run.record_evaluation("correct", score=bool(passes[task]))
+"""
+
+
+def test_compare_experiments_answers_with_the_comparison(tmp_path: Path) -> None:
+    """The tool gives compare's markdown: both configurations, the baseline delta and the changed key."""
+    import subprocess
+    import sys
+
+    store = tmp_path / "store"
+    done = subprocess.run(
+        [sys.executable, "-c", EXPERIMENT.format(store=str(store))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    tools = Tools([store])
+    text = tools.compare_experiments(experiment="mcp-exp", by="model", baseline="big")
+    assert "| big | 8 | 4 | 2 | 0 (0%) | correct | 0.750 [" in text
+    assert "| small | correct | -0.500 [" in text and "model: big → small" in text
+    assert tools.compare_experiments(experiment="none-such") == "no experiment runs found"
+    with pytest.raises(StoreError, match="not a configuration"):
+        tools.compare_experiments(baseline="medium")

@@ -15,6 +15,7 @@ from ._texttable import text_table
 __all__ = [
     "AgentDelta",
     "ConfigChange",
+    "OutcomeDelta",
     "RunDiff",
     "compare_configs",
     "diff_reports",
@@ -63,6 +64,21 @@ class AgentDelta:
 
 
 @dataclass
+class OutcomeDelta:
+    """What each run ended with: the winner, answers, votes per agent voted for, and evaluation scores."""
+
+    winner_a: str | None = None
+    winner_b: str | None = None
+    answers_a: int = 0
+    answers_b: int = 0
+    votes_a: dict[str, int] = field(default_factory=dict)
+    votes_b: dict[str, int] = field(default_factory=dict)
+    scores_a: dict[str, float] = field(default_factory=dict)
+    """Each evaluation's score (from the GenAI evaluation events; the mean when judged more than once)."""
+    scores_b: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
 class RunDiff:
     """What changed from run A to run B."""
 
@@ -75,6 +91,7 @@ class RunDiff:
     changes: list[ConfigChange] = field(default_factory=list)
     total: AgentDelta = field(default_factory=lambda: AgentDelta("total"))
     agents: list[AgentDelta] = field(default_factory=list)
+    outcome: OutcomeDelta = field(default_factory=OutcomeDelta)
 
     def to_dict(self) -> dict[str, Any]:
         """As JSON-ready data; each row also has its costs as printed (`cost_text_a`, `cost_text_b`)."""
@@ -142,8 +159,23 @@ def _total_tokens(report: Report) -> float | None:
     return (o.input_tokens or 0) + (o.output_tokens or 0)
 
 
-def diff_reports(a: Report, b: Report) -> RunDiff:
-    """Compare run A (`a`) with run B (`b`)."""
+def _votes(report: Report) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for vote in report.votes:
+        if not vote.discarded:
+            key = vote.voted_for or "-"
+            out[key] = out.get(key, 0) + 1
+    return dict(sorted(out.items()))
+
+
+def diff_reports(
+    a: Report,
+    b: Report,
+    *,
+    scores_a: dict[str, float] | None = None,
+    scores_b: dict[str, float] | None = None,
+) -> RunDiff:
+    """Compare run A (`a`) with run B (`b`); `scores_*` are their evaluation scores (see `trace_scores`)."""
     result = RunDiff(
         trace_a=a.overview.trace_id,
         trace_b=b.overview.trace_id,
@@ -163,6 +195,16 @@ def diff_reports(a: Report, b: Report) -> RunDiff:
             list(a.overview.cost_unknown_models),
             list(b.overview.cost_unknown_models),
         ),
+    )
+    result.outcome = OutcomeDelta(
+        a.overview.winner,
+        b.overview.winner,
+        a.overview.answers,
+        b.overview.answers,
+        _votes(a),
+        _votes(b),
+        dict(scores_a or {}),
+        dict(scores_b or {}),
     )
     agents_a, agents_b = _per_agent(a), _per_agent(b)
     for agent in sorted(set(agents_a) | set(agents_b)):
@@ -228,9 +270,36 @@ def _config_lines(diff: RunDiff) -> list[str]:
     return [*lines, f"  {len(diff.changes)} difference(s)", ""]
 
 
+def _outcome_lines(o: OutcomeDelta) -> list[str]:
+    lines = []
+    if o.winner_a or o.winner_b:
+        same = " (same)" if o.winner_a == o.winner_b else ""
+        lines.append(f"winner: {o.winner_a or '-'} → {o.winner_b or '-'}{same}")
+    if o.answers_a or o.answers_b or o.votes_a or o.votes_b:
+        lines.append(f"answers: {o.answers_a} → {o.answers_b}")
+
+        def tally(votes: dict[str, int]) -> str:
+            return ", ".join(f"{k} {n}" for k, n in votes.items()) or "none"
+
+        lines.append(f"votes: {tally(o.votes_a)} → {tally(o.votes_b)}")
+    for name in sorted(set(o.scores_a) | set(o.scores_b)):
+        sa, sb = o.scores_a.get(name), o.scores_b.get(name)
+        delta = "" if sa is None or sb is None else f" ({sb - sa:+.3g})"
+        show_a = "-" if sa is None else f"{sa:.3g}"
+        show_b = "-" if sb is None else f"{sb:.3g}"
+        lines.append(f"score {name}: {show_a} → {show_b}{delta}")
+    return ["Outcome (A → B)", *(f"  {line}" for line in lines), ""] if lines else []
+
+
 def render_diff(diff: RunDiff) -> str:
-    """The diff as text: config differences, then duration, tokens and cost deltas."""
-    lines = [f"A: {diff.trace_a}", f"B: {diff.trace_b}", "", *_config_lines(diff)]
+    """The diff as text: config differences, the outcome, then duration, tokens and cost deltas."""
+    lines = [
+        f"A: {diff.trace_a}",
+        f"B: {diff.trace_b}",
+        "",
+        *_config_lines(diff),
+        *_outcome_lines(diff.outcome),
+    ]
     headers = [
         "",
         "dur A (s)",

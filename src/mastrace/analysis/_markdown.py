@@ -290,6 +290,25 @@ def _usage(report: Report) -> list[str]:
     return lines
 
 
+def _experiment(report: Report) -> list[str]:
+    if not report.experiment:
+        return []
+    rows = [
+        (
+            r.experiment or "-",
+            r.task or "-",
+            "-" if r.repetition is None else r.repetition,
+            r.outcome or "-",
+            r.config_hash or "-",
+            ", ".join(f"{k} {v:.3g}" for k, v in r.scores.items()) or "-",
+        )
+        for r in report.experiment
+    ]
+    headers = ["Experiment", "Task", "Repetition", "Outcome", "Config hash", "Scores"]
+    note = "Compare the configurations of the experiment with `mastrace compare --experiment NAME`."
+    return ["## Experiment", "", *_table(headers, rows, "llrlll"), "", note, ""]
+
+
 def _config(report: Report) -> list[str]:
     if report.config is None:
         return []
@@ -323,6 +342,7 @@ def render_markdown(report: Report) -> str:
         _tools,
         _errors,
         _usage,
+        _experiment,
         _config,
     )
     lines: list[str] = []

@@ -164,6 +164,18 @@ class UsageRow:
 
 
 @dataclass
+class ExperimentRunRow:
+    """A run of an experiment inside the trace (see `mastrace.experiment_run()`), with its scores."""
+
+    experiment: str | None
+    task: str | None
+    repetition: int | None
+    outcome: str | None
+    config_hash: str | None
+    scores: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
 class Report:
     """Everything `analyze` reports about one trace.
 
@@ -183,6 +195,8 @@ class Report:
     usage: list[UsageRow] = field(default_factory=list)
     usage_source: str | None = None
     config: Any = None
+    experiment: list[ExperimentRunRow] = field(default_factory=list)
+    """The experiment runs in the trace (empty when the trace belongs to no experiment)."""
     totals: dict[str, int] = field(default_factory=dict)
     generated_at: float = field(default_factory=time.time)
 

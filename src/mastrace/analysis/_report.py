@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from ._model import (
     AnswerRow,
     ErrorRow,
+    ExperimentRunRow,
     FlowRow,
     OperationRow,
     Overview,
@@ -269,8 +270,12 @@ def build_report(
     def offset(row: dict[str, Any]) -> float:
         return _offset(row["start_us"], origin)
 
+    from ._compare import trace_experiment_runs
+
+    experiment = [ExperimentRunRow(**row) for row in trace_experiment_runs(store, trace_id)]
     return Report(
         overview=overview,
+        experiment=experiment,
         phases=_phases(store),
         rounds=_listed(store, ROUNDS_SQL, max_rows, _round_row),
         flow=_listed(

@@ -221,6 +221,37 @@ def build_parser() -> argparse.ArgumentParser:
     _source_arg(diff)
     _handler(diff, "_report_commands:cmd_diff")
 
+    compare = sub.add_parser(
+        "compare",
+        parents=[reading],
+        help="compare an experiment's configurations: scores with 95%% intervals, failures, tokens, cost",
+        description="Compare the configurations of an experiment (see mastrace.experiment_run; scores "
+        "from GenAI evaluation events). Intervals are a cluster bootstrap over tasks.",
+    )
+    compare.add_argument("--experiment", metavar="NAME", help="only this experiment's runs (default: all)")
+    compare.add_argument(
+        "--by",
+        metavar="KEY",
+        help="group by a configuration key (agents.a.model) or a run attribute instead of the config hash",
+    )
+    compare.add_argument(
+        "--baseline", metavar="CONFIG", help="compare every configuration with this one (a key or prefix)"
+    )
+    compare.add_argument("--seed", type=int, default=0, help="the bootstrap's seed (default 0)")
+    compare.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (default 2000)")
+    compare.add_argument("--tasks", action="store_true", help="also print each task's scores by repetition")
+    compare.add_argument("--format", choices=("table", "json", "csv", "markdown"), default="table")
+    compare.add_argument("-o", "--output", metavar="FILE", help="output file (default: stdout)")
+    _source_arg(compare)
+    _handler(compare, "_compare:cmd_compare")
+
+    experiments = sub.add_parser(
+        "experiments", parents=[reading], help="list experiments: runs, configurations, tasks, failures"
+    )
+    experiments.add_argument("--format", choices=("table", "json"), default="table")
+    _source_arg(experiments)
+    _handler(experiments, "_compare:cmd_experiments")
+
     export = sub.add_parser("export", parents=[reading], help="export a trace as OTLP/JSON or Jaeger JSON")
     _trace_arg(export)
     export.add_argument("--format", choices=("otlp-json", "jaeger-json"), required=True)
@@ -373,6 +404,11 @@ def _run_parser(sub: Any) -> None:
         "--otlp", metavar="URL", action=_Once, default=None, help="also send the spans to this OTLP endpoint"
     )
     run.add_argument("--console", action="store_true", default=None, help="print a line per span to stderr")
+    run.add_argument(
+        "--experiment",
+        metavar="NAME",
+        help="the experiment the program's runs belong to (named on every root span)",
+    )
     run.add_argument(
         "--instrument",
         metavar="NAMES",

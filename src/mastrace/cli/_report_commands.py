@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ..analysis import build_report, diff_reports, render_diff, render_markdown, render_trace_html
+from ..analysis._compare import trace_scores
 from ._commands import open_store
 from ._export import to_jaeger_json, to_otlp_json
 from ._output import json_default, progress, write_output
@@ -53,7 +54,12 @@ def cmd_diff(args: argparse.Namespace, out: TextIO) -> int:
     """Compare two runs: configuration snapshot differences and duration, token and cost deltas."""
     with open_store(args) as store, progress("comparing"):
         trace_a, trace_b = store.resolve(args.run_a), store.resolve(args.run_b)
-        diff = diff_reports(build_report(store, trace_a), build_report(store, trace_b))
+        diff = diff_reports(
+            build_report(store, trace_a),
+            build_report(store, trace_b),
+            scores_a=trace_scores(store, trace_a),
+            scores_b=trace_scores(store, trace_b),
+        )
     if args.format == "json":
         out.write(json.dumps(diff.to_dict(), indent=2, ensure_ascii=False, default=json_default) + "\n")
     else:

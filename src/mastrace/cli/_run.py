@@ -123,6 +123,8 @@ def _pins(args: argparse.Namespace) -> dict[str, Any]:
         given["otlp"] = ("--otlp", args.otlp)
     if args.console:
         given["console"] = ("--console", True)
+    if getattr(args, "experiment", None) is not None:
+        given["experiment"] = ("--experiment", args.experiment)
     params = {p.name: p for p in _settings.PARAMS}
     pins: dict[str, Any] = {}
     for name, (option, value) in given.items():

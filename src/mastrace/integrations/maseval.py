@@ -6,6 +6,12 @@ fields such as timestamps removed, and its stable `mastrace.config.hash`), the u
 (`mastrace.usage`), the evaluation result (`maseval.eval`) and the `TaskExecutionStatus`
 (`maseval.status`; anything but `success` also sets an error status and records the error).
 
+Each repetition span is also a run of an experiment for `mastrace compare`: it carries
+`mastrace.experiment.task_id`, `.repetition`, `.outcome` (MASEval's status) and `.name` (the
+callback's `experiment`, else `configure(experiment=...)`), and every evaluator result becomes
+`gen_ai.evaluation.result` events under it: numbers and booleans as scores, texts as labels, any
+other value kept as JSON (`mastrace.evaluation.value`).
+
 While a repetition runs, its span is the current span, so spans your agents open (through
 mastrace, or any OpenTelemetry instrumentation) nest under it, also with `num_workers > 1` as
 long as `mastrace.configure(propagate_threads=True)` (the default) carries the context into
@@ -38,8 +44,10 @@ from opentelemetry import trace
 
 from .. import semconv
 from ..exceptions import ExportError
+from ..mixins._experiment import record_under
 from ..pipeline._snapshots_on_spans import SnapshotCache
 from ..tracing._errors import handle_internal_errors
+from ..tracing._state import STATE
 from ..tracing._tracer import NoOpSpan, Span, get_tracer
 
 try:
@@ -67,12 +75,16 @@ class MastraceCallback(BenchmarkCallback):  # type: ignore[misc]
     `close()` in a `finally` to end the open spans and restore the caller's context.
 
     Args:
-        record_eval: Put each repetition's evaluation result on its span as `maseval.eval`.
+        record_eval: Put each repetition's evaluation result on its span as `maseval.eval`, and
+            each evaluator's values as `gen_ai.evaluation.result` events under it.
+        experiment: The experiment's name on the repetition spans (default:
+            `configure(experiment=...)`).
     """
 
-    def __init__(self, *, record_eval: bool = True) -> None:
+    def __init__(self, *, record_eval: bool = True, experiment: str | None = None) -> None:
         super().__init__()
         self.record_eval = record_eval
+        self.experiment = experiment
         self._tracer = get_tracer(_TRACER_NAME)
         self._snapshots = SnapshotCache()
         self._lock = threading.RLock()
@@ -124,10 +136,15 @@ class MastraceCallback(BenchmarkCallback):  # type: ignore[misc]
             attrs = {
                 semconv.MASEVAL_TASK_ID: task_id,
                 semconv.MASEVAL_REPEAT_IDX: repeat_idx,
+                semconv.MASTRACE_EXPERIMENT_TASK_ID: task_id,
+                semconv.MASTRACE_EXPERIMENT_REPETITION: repeat_idx,
                 # One conversation per repetition of a task: `<task id>/<repetition>`.
                 semconv.GEN_AI_CONVERSATION_ID: f"{task_id}/{repeat_idx}",
                 semconv.LOGFIRE_MSG: f"MASEval task {task_id} repetition {repeat_idx}",
             }
+            experiment = self.experiment if self.experiment is not None else STATE.experiment
+            if experiment is not None:
+                attrs[semconv.MASTRACE_EXPERIMENT_NAME] = experiment
             self._repetitions[(task_id, repeat_idx)] = self._open(
                 semconv.SPAN_MASEVAL_REPETITION, parent, attrs
             )
@@ -205,6 +222,7 @@ class MastraceCallback(BenchmarkCallback):  # type: ignore[misc]
 
     def _annotate(self, span: _OpenSpan, report: Mapping[str, Any], status: str) -> None:
         span.set_attribute(semconv.MASEVAL_STATUS, status)
+        span.set_attribute(semconv.MASTRACE_EXPERIMENT_OUTCOME, status)
         config = report.get("config")
         if isinstance(config, Mapping) and config:
             snapshot = self._snapshots.snapshot(config)
@@ -215,8 +233,32 @@ class MastraceCallback(BenchmarkCallback):  # type: ignore[misc]
             span.set_attribute(semconv.MASTRACE_USAGE, {k: v for k, v in usage.items() if k != "metadata"})
         if self.record_eval and report.get("eval") is not None:
             span.set_attribute(semconv.MASEVAL_EVAL, report["eval"])
+            _record_evaluations(span, report["eval"])
         if status != _SUCCESS:
             _record_error(span, status, report.get("error"))
+
+
+def _record_evaluations(span: _OpenSpan, results: Any) -> None:
+    """Each evaluator's values as evaluation events under the repetition's span."""
+    parent = span.span_context
+    if parent is None:
+        return
+    if isinstance(results, Mapping):
+        results = [results]
+    if not isinstance(results, (list, tuple)):
+        return
+    dicts = [(i, r) for i, r in enumerate(results) if isinstance(r, Mapping)]
+    seen = Counter(str(k) for _, r in dicts for k in r)
+    for index, result in dicts:
+        for key, value in result.items():
+            name = str(key) if seen[str(key)] == 1 else f"{index}.{key}"
+            evaluator = f"evaluator[{index}]"
+            if isinstance(value, (bool, int, float)):
+                record_under(parent, name, score=value, evaluator=evaluator)
+            elif isinstance(value, str):
+                record_under(parent, name, label=value, evaluator=evaluator)
+            elif value is not None:
+                record_under(parent, name, evaluator=evaluator, value=value)
 
 
 def _record_error(span: _OpenSpan, status: str, error: Any) -> None:

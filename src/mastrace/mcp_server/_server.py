@@ -24,8 +24,8 @@ Traces of multi-agent runs recorded by mastrace, in a table `records` with Logfi
 per span). Start with list_runs (or arbitrary_query on {semconv.SPAN_COORDINATION_SESSION} spans),
 then trace_tree and analyze for a run, schema_reference for the columns and attribute keys,
 arbitrary_query for anything else (DuckDB SQL, read-only), find_exceptions_in_file for errors,
-logfire_link for a link to a run in `mastrace serve`, diff to compare two runs. Trace ids may be
-given as 'latest', 'previous' or a prefix."""
+logfire_link for a link to a run in `mastrace serve`, diff to compare two runs, compare_experiments
+to compare an experiment's configurations. Trace ids may be given as 'latest', 'previous' or a prefix."""
 
 # The tools' argument types, with what a client sees of them (read when the tools are declared).
 Age = Annotated[
@@ -38,6 +38,17 @@ Query = Annotated[str, Field(description="one read-only SQL statement (DuckDB) o
 FilePath = Annotated[str, Field(description="a file path, or the end of one, as it appears in tracebacks")]
 RunCount = Annotated[int, Field(description="how many runs, newest first", ge=1, le=500)]
 SpanCount = Annotated[int, Field(description="show at most this many spans", ge=1, le=5000)]
+Experiment = Annotated[str | None, Field(description="an experiment's name (omit it for every experiment)")]
+GroupKey = Annotated[
+    str | None,
+    Field(
+        description="group by this configuration key (agents.a.model) or run attribute, not the config hash"
+    ),
+]
+Baseline = Annotated[
+    str | None, Field(description="the configuration to compare the others with (key or prefix)")
+]
+Seed = Annotated[int, Field(description="the bootstrap's seed")]
 
 
 def build_server(
@@ -46,8 +57,8 @@ def build_server(
     """An MCP server whose tools read the store(s) at `stores`.
 
     Tool names and arguments follow Logfire's MCP server (`arbitrary_query`, `schema_reference`,
-    `find_exceptions_in_file`, `logfire_link`); `list_runs`, `trace_tree`, `analyze` and `diff` are
-    mastrace's. Every tool only reads.
+    `find_exceptions_in_file`, `logfire_link`); `list_runs`, `trace_tree`, `analyze`, `diff` and
+    `compare_experiments` are mastrace's. Every tool only reads.
 
     Args:
         stores: The store folder(s); default `$MASTRACE_DIR` or `./.mastrace`.
@@ -118,5 +129,14 @@ def build_server(
     def diff(a: TraceRef, b: TraceRef) -> str:
         """Compare two runs: configuration changes and duration, token and cost differences."""
         return answer(tools.diff, a, b)
+
+    @server.tool(annotations=read_only)
+    def compare_experiments(
+        experiment: Experiment = None, by: GroupKey = None, baseline: Baseline = None, seed: Seed = 0
+    ) -> str:
+        """Compare an experiment's configurations: each score's mean with a 95% interval over tasks,
+        pass@k, flip rates, failures, tokens, cost, duration; against a baseline, paired differences,
+        whether they are real (the interval excludes 0) and which configuration keys changed."""
+        return answer(tools.compare_experiments, experiment, by, baseline, seed)
 
     return server

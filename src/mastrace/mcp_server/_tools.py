@@ -262,9 +262,41 @@ class Tools:
             report = build_report(store, store.resolve(_trace_ref(trace_id)))
             return self._noted(store, bounded_text(render_markdown(report)))
 
+    def compare_experiments(
+        self,
+        experiment: str | None = None,
+        by: str | None = None,
+        baseline: str | None = None,
+        seed: int = 0,
+    ) -> str:
+        """An experiment's configurations side by side (markdown): scores with 95% intervals, pass@k,
+        failures, tokens, cost, duration; with `baseline`, paired differences and changed config keys."""
+        from ..analysis._compare import compare, gather, render_comparison
+
+        for name, value in (("experiment", experiment), ("by", by), ("baseline", baseline)):
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise StoreError(f"{name} is a non-empty text")
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise StoreError("seed is a whole number")
+        with self._store() as store:
+            gathered = gather(store, experiment=experiment, by=by)
+            try:
+                result = compare(gathered, experiment=experiment, by=by, baseline=baseline, seed=seed)
+            except ValueError as exc:
+                raise StoreError(str(exc)) from None
+            text = render_comparison(result, "markdown") if result.configs else "no experiment runs found"
+            return self._noted(store, bounded_text(text))
+
     def diff(self, a: str, b: str) -> str:
         """Configuration, duration, token and cost differences between two runs."""
         with self._store() as store:
             first, second = store.resolve(_trace_ref(a)), store.resolve(_trace_ref(b))
-            result = diff_reports(build_report(store, first), build_report(store, second))
+            from ..analysis._compare import trace_scores
+
+            result = diff_reports(
+                build_report(store, first),
+                build_report(store, second),
+                scores_a=trace_scores(store, first),
+                scores_b=trace_scores(store, second),
+            )
             return self._noted(store, bounded_text(render_diff(result)))

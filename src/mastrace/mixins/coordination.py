@@ -148,6 +148,11 @@ class CoordinationSession(SpanHandle):
         self._pending_snapshot = isinstance(self._span, Span)
         if self._pending_snapshot:
             self._attach_snapshot(wait=False)
+        if self._pending_snapshot:
+            # The hash leaves the process facts out, so the agent rounds about to start get it now.
+            with handle_internal_errors("coordination session config hash"):
+                self.config_hash = self._registry.config_hash()
+                self._span.set_attribute(semconv.MASTRACE_CONFIG_HASH, self.config_hash)
         self._conversation = Conversation(self.conversation_id)
         self._tokens = (
             _CURRENT_SESSION.set(self),

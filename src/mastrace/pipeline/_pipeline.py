@@ -20,6 +20,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from ..semconv import MASTRACE_EXPERIMENT_NAME as _EXPERIMENT_NAME
 from ..tracing._errors import log_internal_error, warn_once
 
 Transform = Callable[[ReadableSpan], ReadableSpan]
@@ -419,11 +420,17 @@ class SwitchProcessor(SpanProcessor):
 
     def __init__(self) -> None:
         self.pipeline: Pipeline | None = None
+        self.experiment: str | None = None  # `configure(experiment=...)`: put on every root span
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         pipeline = self.pipeline
         if pipeline is not None:
             pipeline.on_start(span, parent_context)
+        experiment = self.experiment
+        if experiment is not None and span.parent is None:
+            attributes = span.attributes
+            if attributes is None or _EXPERIMENT_NAME not in attributes:
+                span.set_attribute(_EXPERIMENT_NAME, experiment)
 
     def on_end(self, span: ReadableSpan) -> None:
         pipeline = self.pipeline

@@ -2,8 +2,14 @@
 
 A snapshot is the output of `Registry.collect_all_configs()` without the fields that change on
 every collection (`metadata`, `gathered_at`, `timestamp`), so equal configurations give equal
-text and equal hashes. The text is canonical JSON (sorted keys, compact separators); the hash is
-the first 16 hex digits of its SHA-256.
+text and equal hashes. The text is canonical JSON (sorted keys, compact separators).
+
+The hash identifies a *configuration*, so runs of one configuration share it: it is the first 16 hex
+digits of the SHA-256 of the canonical JSON of the snapshot *without* what varies per task or
+repetition, which stays in the text: the `benchmark` section (git state, Python, packages: the
+environment, not the configuration), keys named in `PER_RUN_KEYS` at any depth (task ids, repetition
+indices, derived per-repetition seeds, collection timestamps), and text values that are timestamps or
+paths in the temporary folder.
 
 Serialising is the expensive part, so it is done per component and cached: a component whose
 configuration compares equal to the last one seen under the same key reuses its JSON fragment,
@@ -15,6 +21,9 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import os
+import re
+import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -23,9 +32,33 @@ from typing import Any
 
 from ..tracing._snapshot import dumps_json
 
-__all__ = ["VOLATILE_KEYS", "ConfigSnapshot", "SnapshotCache", "config_hash"]
+__all__ = ["PER_RUN_KEYS", "VOLATILE_KEYS", "ConfigSnapshot", "SnapshotCache", "config_hash", "hashed_value"]
 
 VOLATILE_KEYS = frozenset({"gathered_at", "timestamp"})
+PER_RUN_KEYS = frozenset(
+    {
+        "gathered_at",
+        "timestamp",
+        "started_at",
+        "created_at",
+        "task_id",
+        "task_ids",
+        "repeat_idx",
+        "rep_index",
+        "repetition",
+        "repetition_index",
+        "seed",  # a model's seed derived per repetition (MASEval); `global_seed` stays in the hash
+        "seeds",
+        "derived_seed",
+        "derived_seeds",
+        "seed_log",
+    }
+)
+"""Keys left out of the configuration hash at any depth (they stay in the snapshot's text)."""
+_HASH_EXCLUDED_SECTIONS = frozenset({"benchmark"})
+_TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")
+_TEMP_DIRS = tuple({tempfile.gettempdir() + os.sep, "/tmp/", "/var/tmp/"})
+_PER_RUN_VALUE = "<per-run>"
 _SKIPPED_SECTIONS = frozenset({"metadata"})
 _DIRECT_SECTIONS = frozenset({"environment", "user", "benchmark"})
 _MAX_ENTRIES = 1_024
@@ -37,7 +70,8 @@ class ConfigSnapshot:
 
     Attributes:
         text: Canonical JSON of the configuration.
-        hash: First 16 hex digits of the SHA-256 of `text`.
+        hash: First 16 hex digits of the SHA-256 of the canonical JSON of the snapshot without its
+            per-run values (see the module's docstring).
     """
 
     text: str
@@ -47,6 +81,29 @@ class ConfigSnapshot:
 def config_hash(text: str) -> str:
     """The stable hash of a canonical JSON text: the first 16 hex digits of its SHA-256."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def _per_run_text(value: str) -> bool:
+    return bool(_TIMESTAMP.match(value)) or value.startswith(_TEMP_DIRS)
+
+
+def hashed_value(value: Any) -> Any:
+    """`value` as the configuration hash sees it: per-run keys removed, per-run texts replaced."""
+    if isinstance(value, Mapping):
+        return {k: hashed_value(v) for k, v in value.items() if k not in PER_RUN_KEYS}
+    if isinstance(value, (list, tuple)):
+        return [hashed_value(v) for v in value]
+    if isinstance(value, str) and _per_run_text(value):
+        return _PER_RUN_VALUE
+    return value
+
+
+def _has_per_run(value: Any) -> bool:
+    if isinstance(value, Mapping):
+        return any(k in PER_RUN_KEYS or _has_per_run(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_has_per_run(v) for v in value)
+    return isinstance(value, str) and _per_run_text(value)
 
 
 def _serialise(value: Any) -> str:
@@ -83,17 +140,27 @@ class SnapshotCache:
     def snapshot(self, configs: Mapping[str, Any]) -> ConfigSnapshot:
         """Build the snapshot of `configs` (the shape `Registry.collect_all_configs()` returns)."""
         parts: list[tuple[str, str]] = []
+        hashed: list[tuple[str, str]] = []
         for section in sorted(configs):
             if section in _SKIPPED_SECTIONS:
                 continue
             value = configs[section]
             if section in _DIRECT_SECTIONS or not isinstance(value, Mapping):
-                parts.append((section, self._fragment(section, _stable(value))))
+                part = self._fragment(section, _stable(value))
+                parts.append((section, part))
+                if section not in _HASH_EXCLUDED_SECTIONS and section not in PER_RUN_KEYS:
+                    hashed.append((section, self._hashed(section, _stable(value), part)))
                 continue
-            inner = [
-                (name, self._fragment(f"{section}:{name}", _stable(value[name]))) for name in sorted(value)
-            ]
+            inner, inner_hashed = [], []
+            for name in sorted(value):
+                item = _stable(value[name])
+                part = self._fragment(f"{section}:{name}", item)
+                inner.append((name, part))
+                if name not in PER_RUN_KEYS:
+                    inner_hashed.append((name, self._hashed(f"{section}:{name}", item, part)))
             parts.append((section, _join(inner)))
+            if section not in PER_RUN_KEYS:
+                hashed.append((section, _join(inner_hashed)))
         key = tuple(parts)
         with self._lock:
             found = self._documents.get(key)
@@ -101,11 +168,17 @@ class SnapshotCache:
                 self._documents.move_to_end(key)
                 return found
         text = _join(parts)
-        snap = ConfigSnapshot(text, config_hash(text))
+        snap = ConfigSnapshot(text, config_hash(_join(hashed)))
         with self._lock:
             self._documents[key] = snap
             _trim(self._documents)
         return snap
+
+    def _hashed(self, key: str, value: Any, text: str) -> str:
+        """The fragment the hash sees: `text` itself unless `value` holds per-run values."""
+        if not _has_per_run(value):
+            return text
+        return self._fragment(f"hash:{key}", hashed_value(value))
 
     def _fragment(self, key: str, value: Any) -> str:
         if value is None:  # an absent environment or user

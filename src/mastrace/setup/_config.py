@@ -79,6 +79,7 @@ def _resolve(arguments: Mapping[str, object]) -> Settings:
         otlp_exit_timeout=values["otlp_exit_timeout"][0],
         max_row_bytes=values["max_row_bytes"][0],
         retention=values["retention"][0],
+        experiment=values["experiment"][0],
         logfire_token_ignored=token_ignored,
     )
 
@@ -162,6 +163,7 @@ def configure(
     max_row_bytes: int | UnsetType | None = UNSET,
     retention: str | UnsetType | None = UNSET,
     synchronous: bool | UnsetType = UNSET,
+    experiment: str | UnsetType | None = UNSET,
 ) -> None:
     """Set up tracing for this process. Safe to call more than once.
 
@@ -220,6 +222,9 @@ def configure(
             (`"7d,5GB"`); each time the writer starts a new segment it removes the oldest segments
             beyond it, as `mastrace prune` does. Env: `MASTRACE_RETENTION`. Default: keep everything.
         synchronous: Export on the calling thread when a span ends (for tests and scripts).
+        experiment: The experiment this process's runs belong to: every root span carries it as
+            `mastrace.experiment.name`; see also `mastrace.experiment_run()`.
+            Env: `MASTRACE_EXPERIMENT`. Default: none.
 
     Raises:
         ConfigError: An argument (the message names it) or an environment variable (the message
@@ -251,6 +256,7 @@ def configure(
         "max_row_bytes": max_row_bytes,
         "retention": retention,
         "synchronous": synchronous,
+        "experiment": experiment,
     }
     settings = _resolve({**arguments, **pinned_arguments()})
     if disabled_by_env():
@@ -312,6 +318,7 @@ def _initialize(settings: Settings) -> None:
     if previous is not None:
         pipeline.adopt_open_spans(previous)
     _RT.switch.pipeline = pipeline
+    _RT.switch.experiment = settings.experiment
     _RT.pipeline = pipeline
     if previous is not None:
         previous.shutdown(timeout=5.0)
@@ -325,6 +332,7 @@ def _initialize(settings: Settings) -> None:
     STATE.provider = provider
     STATE.configured = True
     STATE.capture_content = settings.capture_content
+    STATE.experiment = settings.experiment
     STATE.on_lost = pipeline.note_lost
     STATE.generation += 1
     _children.publish(settings)  # what spawn/forkserver workers configure themselves from

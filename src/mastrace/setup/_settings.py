@@ -375,6 +375,19 @@ SYNCHRONOUS: Final = Param[bool](
     doc="Export on the calling thread when a span ends (tests and short scripts).",
     accepts="True or False",
 )
+EXPERIMENT: Final = Param[str | None](
+    name="experiment",
+    env=("MASTRACE_EXPERIMENT",),
+    type="str",
+    default=None,
+    default_doc="none",
+    parser=_parse_text,
+    check=_check_text,
+    doc="The experiment this process's runs belong to: every root span carries its name "
+    "(`mastrace compare` groups runs by it).",
+    accepts="a non-empty string",
+    none_is_unset=True,
+)
 
 
 def _parse_run(var: str, text: str) -> dict[str, Any]:
@@ -385,13 +398,13 @@ def _parse_run(var: str, text: str) -> dict[str, Any]:
 
 
 # What `mastrace run` can pin from its command line (see RUN below).
-RUN_PINNABLE: Final = ("service_name", "local", "otlp", "console")
+RUN_PINNABLE: Final = ("service_name", "local", "otlp", "console", "experiment")
 
 
 def _check_run(value: Any) -> dict[str, Any]:
     if not isinstance(value, dict) or not set(value) <= set(RUN_PINNABLE):
         raise ValueError(value)
-    by_name = {p.name: p for p in (SERVICE_NAME, LOCAL, OTLP, CONSOLE)}
+    by_name = {p.name: p for p in (SERVICE_NAME, LOCAL, OTLP, CONSOLE, EXPERIMENT)}
     return {name: by_name[name].check(item) for name, item in value.items()}
 
 
@@ -404,9 +417,11 @@ RUN: Final = Param[dict[str, Any]](
     parser=_parse_run,
     check=_check_run,
     doc="The options of `mastrace run`'s command line (`--store`, `--service-name`, `--otlp`, "
-    "`--console`), set by it for the program and its child processes: they beat `configure()`'s arguments.",
+    "`--console`, `--experiment`), set by it for the program and its child processes: they beat "
+    "`configure()`'s arguments.",
     accepts="a JSON object",
-    env_accepts='a JSON object of service_name, local, otlp and console, e.g. {"local": "/tmp/store"}',
+    env_accepts="a JSON object of service_name, local, otlp, console and experiment, "
+    'e.g. {"local": "/tmp/store"}',
     argument=False,
 )
 
@@ -428,6 +443,7 @@ PARAMS: Final[tuple[Param[Any], ...]] = (
     MAX_ROW_BYTES,
     RETENTION,
     SYNCHRONOUS,
+    EXPERIMENT,
     DISABLED,
     HINTS,
     RUN,
@@ -470,5 +486,6 @@ class Settings:
     otlp_exit_timeout: float = 1.0
     max_row_bytes: int = 1_000_000
     retention: Any = None  # a store._retention.Retention
+    experiment: str | None = None
     logfire_token_ignored: bool = False  # LOGFIRE_TOKEN is set but the logfire package is missing
     limits: Limits = field(default_factory=Limits)

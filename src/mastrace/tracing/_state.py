@@ -26,6 +26,8 @@ class State:
     extra: dict[str, Any] = field(default_factory=dict)
     # `configure(capture_content=...)`; None until configured (the environment decides then).
     capture_content: bool | None = None
+    # `configure(experiment=...)`: the default experiment of `experiment_run()`.
+    experiment: str | None = None
     # Told about each span that could not be created or ended: the pipeline counts it as dropped.
     on_lost: Callable[[int], None] | None = None
     # In a process started by a configured one (multiprocessing's spawn or forkserver): configures

@@ -1,0 +1,283 @@
+"""Experiments on spans: which run is which task and repetition, and evaluation results.
+
+`experiment_run()` opens one run of an experiment as its own trace (a root `experiment.run` span
+with the experiment name, task id, repetition index, configuration snapshot and hash, and outcome),
+so code that runs many tasks in one process gives one trace per run. `record_evaluation()` records
+a score as the GenAI conventions' `gen_ai.evaluation.result` event: a zero-duration log-style span
+under the evaluated run, in the current run or, from another process later, in the trace given.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import random
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+from .. import semconv
+from ..pipeline._snapshots_on_spans import SnapshotCache
+from ..tracing._errors import handle_internal_errors
+from ..tracing._state import STATE
+from ..tracing._tracer import NoOpSpan, Span, get_tracer
+
+__all__ = ["ExperimentRun", "experiment_run", "record_evaluation", "record_under"]
+
+_TRACER = "mastrace.experiment"
+_SNAPSHOTS = SnapshotCache()
+_CURRENT: contextvars.ContextVar[ExperimentRun | None] = contextvars.ContextVar(
+    "mastrace_experiment_run", default=None
+)
+
+
+class ExperimentRun:
+    """One run of an experiment: use as `with mastrace.experiment_run(task=...) as run:`.
+
+    Entering starts a new trace whose root span, `experiment.run`, is current inside the block
+    (linked to the span that was current before, if any). Leaving ends it with its outcome:
+    `success`, `error` when the block raised, or what `set_outcome()` said.
+    """
+
+    def __init__(
+        self,
+        task: str,
+        repetition: int,
+        experiment: str | None,
+        config: Mapping[str, Any] | None,
+        attributes: Mapping[str, Any] | None,
+    ) -> None:
+        self.task = str(task)
+        self.repetition = int(repetition)
+        self.experiment = experiment if experiment is not None else STATE.experiment
+        self._config = config
+        self._attributes = dict(attributes or {})
+        self._span: Span | NoOpSpan | None = None
+        self._outcome: str | None = None
+        self._tokens: tuple[object, contextvars.Token[ExperimentRun | None]] | None = None
+
+    @property
+    def span(self) -> Span | NoOpSpan | None:
+        """The run's root span (None before entering)."""
+        return self._span
+
+    @property
+    def trace_id(self) -> str | None:
+        """The run's trace id as 32 hex digits (give it to `record_evaluation` in another process)."""
+        ctx = self._span.span_context if self._span is not None else None
+        return None if ctx is None else format(ctx.trace_id, "032x")
+
+    def set_outcome(self, outcome: str) -> None:
+        """Say how the run ended (`success`, `error`, or your own word); the last call wins."""
+        self._outcome = str(outcome)
+
+    def record_evaluation(
+        self,
+        name: str,
+        *,
+        score: float | bool | None = None,
+        label: str | None = None,
+        explanation: str | None = None,
+        evaluator: str | None = None,
+    ) -> None:
+        """Record an evaluation result of this run (see `mastrace.record_evaluation`)."""
+        ctx = self._span.span_context if self._span is not None else None
+        _record(name, score, label, explanation, evaluator, None, ctx)
+
+    def _root_attributes(self) -> dict[str, Any]:
+        attrs: dict[str, Any] = {
+            semconv.MASTRACE_EXPERIMENT_TASK_ID: self.task,
+            semconv.MASTRACE_EXPERIMENT_REPETITION: self.repetition,
+            semconv.LOGFIRE_MSG: f"Experiment run: task {self.task} repetition {self.repetition}",
+        }
+        if self.experiment is not None:
+            attrs[semconv.MASTRACE_EXPERIMENT_NAME] = self.experiment
+        if self._config is not None:
+            snap = _SNAPSHOTS.snapshot(self._config)
+            attrs[semconv.MASTRACE_CONFIG] = json.loads(snap.text)
+            attrs[semconv.MASTRACE_CONFIG_HASH] = snap.hash
+        attrs.update(self._attributes)
+        return attrs
+
+    def __enter__(self) -> ExperimentRun:
+        previous = trace.get_current_span()
+        links = [previous] if previous.get_span_context().is_valid else None
+        attrs: dict[str, Any] = {}
+        with handle_internal_errors("experiment run attributes"):
+            attrs = self._root_attributes()
+        # A new trace: the run's root has no parent, whatever span is current around it.
+        root_ctx = trace.set_span_in_context(trace.INVALID_SPAN)
+        detach_token = otel_context.attach(root_ctx)
+        span = get_tracer(_TRACER).span(semconv.SPAN_EXPERIMENT_RUN, attrs, links=links)
+        span.__enter__()
+        self._span = span
+        self._tokens = (detach_token, _CURRENT.set(self))
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        span, tokens, self._tokens = self._span, self._tokens, None
+        if span is None or tokens is None:
+            return
+        outcome = self._outcome or (semconv.OUTCOME_ERROR if exc is not None else semconv.OUTCOME_SUCCESS)
+        span.set_attribute(semconv.MASTRACE_EXPERIMENT_OUTCOME, outcome)
+        span.__exit__(exc_type, exc, tb)
+        detach_token, run_token = tokens
+        with handle_internal_errors("experiment run context"):
+            _CURRENT.reset(run_token)
+            otel_context.detach(detach_token)  # type: ignore[arg-type]
+
+    async def __aenter__(self) -> ExperimentRun:
+        return self.__enter__()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.__exit__(exc_type, exc, tb)
+
+
+def experiment_run(
+    task: str,
+    *,
+    repetition: int = 0,
+    experiment: str | None = None,
+    config: Mapping[str, Any] | None = None,
+    attributes: Mapping[str, Any] | None = None,
+) -> ExperimentRun:
+    """One run of an experiment (one task, one repetition) as its own trace.
+
+    Args:
+        task: The task's id: runs of one configuration on one task are its repetitions.
+        repetition: The repetition index (0, 1, ...).
+        experiment: The experiment's name (default: `configure(experiment=...)` /
+            `MASTRACE_EXPERIMENT`).
+        config: The run's configuration: put on the root span as `mastrace.config`, with its hash
+            `mastrace.config.hash`, which leaves out what varies per task or repetition (task ids,
+            repetition indices, derived seeds, timestamps, temporary paths).
+        attributes: More attributes for the root span.
+
+    Example:
+        >>> import mastrace
+        >>> for task in ["t1", "t2"]:  # doctest: +SKIP
+        ...     for rep in range(3):
+        ...         with mastrace.experiment_run(task, repetition=rep, config={"model": "m"}) as run:
+        ...             run.record_evaluation("exact_match", score=True)
+    """
+    return ExperimentRun(task, repetition, experiment, config, attributes)
+
+
+def _score(score: float | bool | None) -> tuple[float | None, bool]:
+    if score is None:
+        return None, False
+    if isinstance(score, bool):
+        return (1.0 if score else 0.0), True
+    if isinstance(score, (int, float)):
+        return float(score), False
+    raise TypeError(f"score must be a number or a boolean, not {type(score).__name__}")
+
+
+def _parse_id(text: str, digits: int, what: str) -> int:
+    value = text.strip().lower()
+    if len(value) != digits or any(c not in "0123456789abcdef" for c in value) or not int(value, 16):
+        raise ValueError(f"{what} must be {digits} hex digits, not {text!r}")
+    return int(value, 16)
+
+
+def record_evaluation(
+    name: str,
+    *,
+    score: float | bool | None = None,
+    label: str | None = None,
+    explanation: str | None = None,
+    evaluator: str | None = None,
+    trace_id: str | None = None,
+    span_id: str | None = None,
+) -> None:
+    """Record an evaluation result as a `gen_ai.evaluation.result` event of a run.
+
+    The event is a zero-duration log-style span with `gen_ai.evaluation.name`,
+    `gen_ai.evaluation.score.value` (a boolean becomes 1.0 or 0.0, with the label `pass`/`fail`
+    unless one is given), `gen_ai.evaluation.score.label`, `gen_ai.evaluation.explanation` and
+    `mastrace.evaluation.evaluator`. It goes under the current `experiment_run()` (else the current
+    span); with `trace_id` (and optionally the run span's `span_id`), under that run in another
+    trace: a judge run later, in another process, attaches its scores to the runs it judges.
+
+    Raises:
+        TypeError: `score` is neither a number nor a boolean.
+        ValueError: `trace_id` is not 32 hex digits, or `span_id` not 16.
+    """
+    parent: SpanContext | None = None
+    if trace_id is not None:
+        tid = _parse_id(trace_id, 32, "trace_id")
+        sid = _parse_id(span_id, 16, "span_id") if span_id is not None else random.getrandbits(64) or 1
+        parent = SpanContext(tid, sid, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
+    elif span_id is not None:
+        raise ValueError("span_id needs its trace_id")
+    else:
+        run = _CURRENT.get()
+        if run is not None and run.span is not None:
+            parent = run.span.span_context
+    _record(name, score, label, explanation, evaluator, None, parent)
+
+
+def record_under(
+    parent: SpanContext,
+    name: str,
+    *,
+    score: float | bool | None = None,
+    label: str | None = None,
+    evaluator: str | None = None,
+    value: Any = None,
+) -> None:
+    """An evaluation event under the span `parent` (for integrations); a `value` that is not a
+    score nor a label is kept as JSON in `mastrace.evaluation.value`. Never raises."""
+    with handle_internal_errors("record evaluation"):
+        extra = {semconv.MASTRACE_EVALUATION_VALUE: value} if value is not None else None
+        if isinstance(score, float) and score != score:  # NaN: no score
+            score = None
+        _record(name, score, label, None, evaluator, extra, parent)
+
+
+def _record(
+    name: str,
+    score: float | bool | None,
+    label: str | None,
+    explanation: str | None,
+    evaluator: str | None,
+    extra: Mapping[str, Any] | None,
+    parent: SpanContext | None,
+) -> None:
+    value, boolean = _score(score)
+    if boolean and label is None:
+        label = "pass" if score else "fail"
+    shown = label if value is None else f"{value:g}" + (f" ({label})" if label is not None else "")
+    attrs: dict[str, Any] = {
+        semconv.GEN_AI_EVALUATION_NAME: str(name),
+        semconv.LOGFIRE_MSG: f"Evaluation {name}: {shown}",
+    }
+    if value is not None:
+        attrs[semconv.GEN_AI_EVALUATION_SCORE_VALUE] = value
+    if boolean:
+        attrs[semconv.MASTRACE_EVALUATION_BOOLEAN] = True
+    if label is not None:
+        attrs[semconv.GEN_AI_EVALUATION_SCORE_LABEL] = str(label)
+    if explanation is not None:
+        attrs[semconv.GEN_AI_EVALUATION_EXPLANATION] = str(explanation)
+    if evaluator is not None:
+        attrs[semconv.MASTRACE_EVALUATION_EVALUATOR] = str(evaluator)
+    if extra:
+        attrs.update(extra)
+    with handle_internal_errors("record_evaluation"):
+        token = None
+        if parent is not None:
+            token = otel_context.attach(trace.set_span_in_context(NonRecordingSpan(parent)))
+        try:
+            get_tracer(_TRACER)._log(semconv.GEN_AI_EVALUATION_RESULT, attrs)
+        finally:
+            if token is not None:
+                otel_context.detach(token)
