@@ -238,8 +238,10 @@ def configure(
             Env: `MASTRACE_MAX_QUEUE_SIZE`. Default: 200000.
         shutdown_timeout: Seconds the flush at exit and on SIGTERM may take.
             Env: `MASTRACE_SHUTDOWN_TIMEOUT`. Default: 5.0.
-        otlp_exit_timeout: Seconds of that an OTLP collector that is down or slow may take; what it
-            does not take stays in the local store. Env: `MASTRACE_OTLP_EXIT_TIMEOUT`. Default: 1.0.
+        otlp_exit_timeout: Seconds of that an OTLP collector that is down or slow may take, counted
+            once the export thread is prepared (its scrubber built, which starts as `configure()`
+            returns); what it does not take stays in the local store.
+            Env: `MASTRACE_OTLP_EXIT_TIMEOUT`. Default: 1.0.
         max_row_bytes: The most bytes one span may take in the local store (4096 to 8 MiB): the
             largest values of a bigger span are cut, each with a visible truncation marker, and the
             span gets `mastrace.truncated = true`. Env: `MASTRACE_MAX_ROW_BYTES`. Default: 1000000.
