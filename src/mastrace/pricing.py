@@ -103,7 +103,7 @@ class GenAIPrices:
             return None
         card = self._cards.get(key, _NO_CARD)
         if card is not None and card is not _NO_CARD:
-            cost = card.cost(usage)
+            cost: float | None = card.cost(usage)
             if cost is not None:
                 return cost
         priced = price_usage(
@@ -186,7 +186,7 @@ class _RateCard:
                     {"input_tokens": probe, "cache_write_tokens": probe},
                 )
             ]
-            card = cls(*per_token, limit=limit)
+            card = cls(per_token[0], per_token[1], per_token[2], per_token[3], limit)
             if usage.input_tokens < limit and card.cost(usage) != float(result.total_price):
                 return None
             return card
