@@ -144,7 +144,9 @@ def measure(variants: dict[str, Callable[[int], None]], n: int, rounds: int) -> 
     return {k: statistics.median(v) for k, v in samples.items()}
 
 
-def main(n: int, rounds: int) -> None:
+def main(n: int, rounds: int, sink: str = "store") -> None:
+    """`sink="store"`: mastrace with its defaults (local store, scrubbing); `"noop"`: mastrace exporting
+    into the same no-op sink as the raw SDK, scrubbing off, which leaves only its caller-side work."""
     import importlib.util
 
     import mastrace
@@ -153,14 +155,17 @@ def main(n: int, rounds: int) -> None:
     speed = all(importlib.util.find_spec(m) is not None for m in ("orjson", "hyperscan"))
     prices = importlib.util.find_spec("genai_prices") is not None
     with tempfile.TemporaryDirectory() as store:
-        mastrace.configure(local=store, propagate_threads=False, service_name="bench")
+        options: dict[str, Any] = {"local": store, "propagate_threads": False, "service_name": "bench"}
+        if sink == "noop":
+            options.update(local=False, scrubbing=False, exporters=[DroppingExporter()])
+        mastrace.configure(**options)
         mt = mastrace.get_tracer("bench")
         session_default = build_session(static_prices=False)
         session_static = build_session(static_prices=True)
         with capture_spans() as captured:
             session_default(0)
         shape = list(captured.spans)
-        mastrace.configure(local=store, propagate_threads=False, service_name="bench")
+        mastrace.configure(**options)
         raw_provider = TracerProvider()
         raw_provider.add_span_processor(BatchSpanProcessor(DroppingExporter(), max_queue_size=1 << 20))
         raw_tracer = raw_provider.get_tracer("bench")
@@ -183,15 +188,23 @@ def main(n: int, rounds: int) -> None:
                 "mixins, default table prices": session_default,
                 "mixins, StaticPricing": session_static,
                 "raw SDK tracer spans (no-op sink)": raw_span,
-                "tracer.span (local store + scrubbing)": mt_span,
+                "tracer.span (local store + scrubbing)"
+                if sink == "store"
+                else "tracer.span (no-op sink, no scrubbing)": mt_span,
             },
             n,
             rounds,
         )
         flushed = mastrace.force_flush(timeout=120)
         mastrace.shutdown()
+    where = (
+        "local store + scrubbing"
+        if sink == "store"
+        else "a no-op sink, scrubbing off (caller-side work only)"
+    )
     print(
-        f"\none session = {len(shape)} spans, {size / 1024:.1f} KB of attributes; µs per session, "
+        f"\nmastrace into {where}; one session = {len(shape)} spans, {size / 1024:.1f} KB of attributes; "
+        "µs per session, "
         f"median of {rounds} interleaved rounds of {n} sessions (extras installed: "
         f"prices={'yes' if prices else 'no'}, speed={'yes' if speed else 'no'})"
     )
@@ -231,4 +244,4 @@ def main(n: int, rounds: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), int(sys.argv[2]))
+    main(int(sys.argv[1]), int(sys.argv[2]), *sys.argv[3:])

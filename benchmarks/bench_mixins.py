@@ -38,9 +38,10 @@ def main() -> None:
         import subprocess
 
         here = os.path.dirname(os.path.abspath(__file__))
-        run = f"m.main({args.sessions}, {args.rounds})"
-        code = f"import sys; sys.path.insert(0, {here!r}); import _mixin_sessions as m; {run}"
-        subprocess.run([sys.executable, "-c", code], check=True)
+        for sink in ("store", "noop"):
+            run = f"m.main({args.sessions}, {args.rounds}, {sink!r})"
+            code = f"import sys; sys.path.insert(0, {here!r}); import _mixin_sessions as m; {run}"
+            subprocess.run([sys.executable, "-c", code], check=True)
         if args.part == "sessions":
             return
 

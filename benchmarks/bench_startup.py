@@ -121,7 +121,7 @@ def one_span_scripts(repeat: int, cwd: str) -> None:
 
 
 def run_once(code: str, cwd: str) -> tuple[float, float, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MASTRACE_", "OTEL_"))}
+    env = _env(os.path.join(cwd, "pycache"))
     start = time.perf_counter()
     out = subprocess.run(
         [sys.executable, "-c", code + REPORT], capture_output=True, text=True, cwd=cwd, env=env
@@ -137,6 +137,8 @@ def main() -> None:
     args = parser.parse_args()
     best: dict[str, tuple[float, float, str]] = {}
     with tempfile.TemporaryDirectory(prefix="mastrace-bench-") as cwd:
+        for code in VARIANTS.values():  # warm the bytecode caches
+            run_once(code, cwd)
         for _ in range(args.repeat):
             for name, code in VARIANTS.items():
                 t, rss, loaded = run_once(code, cwd)
