@@ -109,14 +109,18 @@ import mastrace
 from mastrace.setup._config import _RT
 mastrace.configure(service_name="killed", local=sys.argv[1], flush_interval=float(sys.argv[2]))
 tracer = mastrace.get_tracer()
-# What the writer will lose at most: its flush interval, as the pipeline holds it.
-interval = max(d._interval for d in _RT.pipeline.destinations)
+store = next(d for d in _RT.pipeline.destinations if d.name == "local")
+# What the writer will lose at most once prepared: its flush interval, as the pipeline holds it.
+interval = store._interval
 with tracer.span("first", attributes={"token_budget": 12}):
     pass
-first = time.monotonic()
+# The export thread prepares itself from configure() on, whether or not a batch is waiting; how long
+# that takes depends on the machine's load, so wait for it rather than for a fixed time.
+assert store.ready.wait(120)
+since = time.monotonic()
 print("interval", interval, flush=True)
 ended = []
-while time.monotonic() - first < 2 * interval:
+while time.monotonic() - since < 2 * interval:
     with tracer.span(f"tick-{len(ended)}"):
         pass
     ended.append(time.monotonic())
@@ -126,10 +130,33 @@ print("older-than-interval", sum(1 for t in ended if t <= now - interval), flush
 time.sleep(600)
 """
 
+PREPARED_SCRIPT = """
+import sys
+import mastrace
+from mastrace.setup._config import _RT
+mastrace.configure(service_name="idle", local=sys.argv[1])
+ready = all(d.ready.wait(120) for d in _RT.pipeline.destinations)
+print(ready, "mastrace.scrubbing._engine" in sys.modules, "mastrace.pipeline._transform" in sys.modules)
+"""
 
-def test_a_sigkill_in_the_first_seconds_keeps_the_first_span(tmp_path: Path) -> None:
-    """Killed two flush intervals after its first span, a writer has that span and every span that ended
-    more than one interval before in the store: the export thread was prepared while the script ran."""
+
+def test_the_export_thread_prepares_itself_before_any_span(tmp_path: Path) -> None:
+    """Right after `configure()`, with no span made, the export thread imports the transform and builds the
+    scrubber (before, that happened when the first batch was exported)."""
+    out = subprocess.run(
+        [sys.executable, "-c", PREPARED_SCRIPT, str(tmp_path)],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "True", "True"]
+
+
+def test_a_sigkill_keeps_every_span_older_than_the_flush_interval_from_the_first_on(tmp_path: Path) -> None:
+    """Killed two flush intervals after its export thread was prepared, a writer has its first span (which
+    ended before) and every span that ended more than one interval before in the store."""
     child = subprocess.Popen(
         [sys.executable, "-c", KILLED_SCRIPT, str(tmp_path), "0.5"],
         env=child_env(),
@@ -139,8 +166,8 @@ def test_a_sigkill_in_the_first_seconds_keeps_the_first_span(tmp_path: Path) -> 
     )
     assert child.stdout is not None
     try:
-        kind, interval = child.stdout.readline().split()
-        assert kind == "interval" and float(interval) == 0.5
+        kind, interval = child.stdout.readline().split() or ["", ""]
+        assert kind == "interval" and float(interval) == 0.5, child.stderr.read() if child.stderr else ""
         line = child.stdout.readline().split()
         assert line and line[0] == "older-than-interval", child.stderr.read() if child.stderr else ""
         older = int(line[1])
