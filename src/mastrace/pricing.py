@@ -133,32 +133,43 @@ class GenAIPrices:
 
 
 class _RateCard:
-    """A model's price per token of each kind, as `genai-prices`' own Decimals, below its first tier.
+    """A model's price per token of each kind, below its first tier, as exact integers over one
+    denominator: `int / int` rounds once, as `float()` of `genai-prices`' exact Decimal sum does,
+    without Decimal arithmetic (whose context is per `contextvars` context: a stream's copied
+    context makes a new one at every call).
 
     Built from the first priced call of a model when none of its prices depends on the date, and
     checked against that call's price before use: a card never prices differently from the table.
     A call with more input tokens than the model's first tier starts at asks the table.
     """
 
-    __slots__ = ("cache_read", "cache_write", "input", "limit", "output")
+    __slots__ = ("cache_read", "cache_write", "denominator", "input", "limit", "output")
 
-    def __init__(self, input: Any, output: Any, cache_read: Any, cache_write: Any, limit: float) -> None:
-        self.input, self.output, self.cache_read, self.cache_write = input, output, cache_read, cache_write
+    def __init__(self, per_token: Sequence[Any], limit: float) -> None:
+        ratios = [p.as_integer_ratio() for p in per_token]
+        denominator = math.lcm(*(d for _, d in ratios))
+        self.input, self.output, self.cache_read, self.cache_write = (
+            n * (denominator // d) for n, d in ratios
+        )
+        self.denominator = denominator
         self.limit = limit
 
     def cost(self, usage: TokenUsage) -> float | None:
         """The cost of `usage`, or None when a tiered price applies (more input than `limit`)."""
-        if usage.input_tokens >= self.limit:
+        tokens = usage.input_tokens
+        if tokens >= self.limit:
             return None
         cached = usage.cached_input_tokens
         written = usage.cache_creation_input_tokens
-        total = (
-            self.input * (usage.input_tokens - cached - written)
+        if not all(type(n) is int for n in (tokens, cached, written, usage.output_tokens)):
+            return None
+        total: int = (
+            self.input * (tokens - cached - written)
             + self.output * usage.output_tokens
             + self.cache_read * cached
             + self.cache_write * written
         )
-        return float(total)
+        return total / self.denominator
 
     @classmethod
     def of(cls, result: Any, price_usage: Any, usage: TokenUsage) -> _RateCard | None:
@@ -186,7 +197,7 @@ class _RateCard:
                     {"input_tokens": probe, "cache_write_tokens": probe},
                 )
             ]
-            card = cls(per_token[0], per_token[1], per_token[2], per_token[3], limit)
+            card = cls(per_token, limit)
             if usage.input_tokens < limit and card.cost(usage) != float(result.total_price):
                 return None
             return card
