@@ -233,8 +233,10 @@ def main(n: int, rounds: int, sink: str = "store") -> None:
                 target,
             ),
             (
-                "tracer.span + store + scrubbing / raw SDK no-op sink",
-                results["tracer.span (local store + scrubbing)"],
+                "tracer.span + store + scrubbing / raw SDK no-op sink"
+                if sink == "store"
+                else "tracer.span, no-op sink / raw SDK no-op sink",
+                results[next(k for k in results if k.startswith("tracer.span"))],
                 results["raw SDK tracer spans (no-op sink)"],
                 "<=",
                 1.0,
