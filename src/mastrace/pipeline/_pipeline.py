@@ -154,8 +154,9 @@ class Destination:
         self._stopping = False
         self._in_flight = 0
         self.exported = self.dropped = self.failed = 0
+        prepared = self.ready.is_set()  # what the parent built before the fork, the child has too
         self.ready = threading.Event()
-        if self.synchronous or self._prepare is None:
+        if prepared or self.synchronous or self._prepare is None:
             self.ready.set()
         self._start_worker()
 
@@ -268,10 +269,16 @@ class Destination:
         if self._thread is None or not self._thread.is_alive():
             self._drain()
             return None
+        if self.unprepared_and_idle():
+            return None  # nothing to export: no need to wait for the preparation
         marker = _Marker()
         self._queue.append(marker)
         self._wake.set()
         return marker
+
+    def unprepared_and_idle(self) -> bool:
+        """Still preparing, with no span waiting: a process that made no span does not wait for it."""
+        return not self.ready.is_set() and self.pending() == 0
 
     @staticmethod
     def wait(marker: _Marker | None, deadline: float) -> bool:
@@ -373,6 +380,13 @@ class Pipeline(SpanProcessor):
         """Track the spans `previous` saw start, so they end (and are exported) through this pipeline."""
         self._open.update(previous._open)
 
+    def before_fork(self, timeout: float) -> None:
+        """Let the export threads finish preparing (at most `timeout` seconds): a thread that is
+        importing or compiling when the process forks would leave the child its locks, held forever."""
+        deadline = time.monotonic() + timeout
+        for destination in self.destinations:
+            destination.ready.wait(max(0.0, deadline - time.monotonic()))
+
     def after_fork(self) -> None:
         """In a forked child: restart every destination's worker; spans open in the parent are not ours."""
         self._open = {}
@@ -412,8 +426,8 @@ class Pipeline(SpanProcessor):
         markers = [(d, d.request_flush()) for d in self.destinations]
         # A remote destination's budget is the collector's time: it starts once the export thread is
         # prepared (scrubber built), so a slow start of this process never cuts a live collector off.
-        for d, _ in markers:
-            if d.exit_budget is not None:
+        for d, marker in markers:
+            if d.exit_budget is not None and marker is not None:
                 d.ready.wait(max(0.0, deadline - time.monotonic()))
         now = time.monotonic()
         budgeted = [
@@ -429,7 +443,8 @@ class Pipeline(SpanProcessor):
         for d in self.destinations:
             d.stop()
         joined = [
-            d.join(deadline if d.exit_budget is None else min(deadline, now + d.exit_budget + 0.1))
+            d.unprepared_and_idle()  # its worker ends once prepared; exit need not wait for that
+            or d.join(deadline if d.exit_budget is None else min(deadline, now + d.exit_budget + 0.1))
             for d in self.destinations
         ]
         complete = all(joined) and complete

@@ -556,6 +556,15 @@ def _die_of_sigterm() -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
+def _before_fork() -> None:
+    pipeline = _RT.pipeline
+    if pipeline is not None:
+        try:
+            pipeline.before_fork(_shutdown_timeout())
+        except Exception as exc:
+            log_internal_error("preparing the export before fork", exc)
+
+
 def _after_fork_in_child() -> None:
     """A forked child keeps exporting: new worker threads, its own pid and instance id, a flush at exit."""
     _destinations.new_instance_id()
@@ -591,7 +600,7 @@ def _install_exit_hooks() -> None:
     _RT.exit_hooks = True
     atexit.register(_at_exit)
     if hasattr(os, "register_at_fork"):
-        os.register_at_fork(after_in_child=_after_fork_in_child)
+        os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
     if threading.current_thread() is threading.main_thread():
         try:
             if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
