@@ -68,7 +68,7 @@ def hint_text() -> str:
     """The hint: how many spans were not recorded, why, and what to do."""
     n = STATE.noop_spans
     return (
-        f"mastrace: {n:,} span(s) were not recorded because {__package__}.configure() was never called in "
+        f"mastrace: {n:,} span(s) were not recorded because mastrace.configure() was never called in "
         "this process; call it once at start (or run the program with `mastrace run -- ...`). "
         "Set MASTRACE_HINTS=0 to silence this."
     )
