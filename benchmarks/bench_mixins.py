@@ -1,6 +1,13 @@
-"""Cost of the multi-agent layer: an agent round with usage, re-attaching a config snapshot, scrubbing.
+"""Cost of the multi-agent layer: an agent round with usage, re-attaching a config snapshot, scrubbing,
+and whole MassGen-shaped sessions through the mixins against the raw SDK making the same spans.
 
-Run: .venv/bin/python benchmarks/bench_mixins.py [--n 10000] [--rounds 7]
+The session part (`_mixin_sessions.py`) runs in a process of its own, with mastrace configured with its
+defaults (local store, scrubbing): the mixins against the raw SDK replaying the spans they made (same
+names, nesting, kinds and attributes, precomputed) into a no-op sink, target <= 2.0x with the default
+extras and <= 1.5x with `mastrace[speed]`; and `tracer.span` + store + scrubbing against the raw SDK
+with a no-op sink, target <= 1.0x.
+
+Run: .venv/bin/python benchmarks/bench_mixins.py [--n 10000] [--rounds 7] [--sessions 300]
 """
 
 from __future__ import annotations
@@ -24,7 +31,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--n", type=int, default=10_000, help="spans per variant per round")
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--sessions", type=int, default=300, help="sessions per variant per round")
+    parser.add_argument("--part", choices=("all", "rounds", "sessions"), default="all")
     args = parser.parse_args()
+    if args.part in ("all", "sessions"):
+        import subprocess
+
+        here = os.path.dirname(os.path.abspath(__file__))
+        for sink in ("store", "noop"):
+            run = f"m.main({args.sessions}, {args.rounds}, {sink!r})"
+            code = f"import sys; sys.path.insert(0, {here!r}); import _mixin_sessions as m; {run}"
+            subprocess.run([sys.executable, "-c", code], check=True)
+        if args.part == "sessions":
+            return
 
     import mastrace
     from mastrace import AgentMixin, ConfigurableMixin, Registry, TokenUsage

@@ -181,3 +181,75 @@ def test_endless_new_model_names_are_not_all_remembered() -> None:
     assert table.calculate_cost(USAGE, "m" * 5_000) is None
     assert len(table._unknown) == pricing._MAX_UNKNOWN
     assert all(len(name) <= 256 for name, _ in table._unknown)
+
+
+def _table_only(usage: TokenUsage, model: str, provider: str | None) -> float | None:
+    """The price `genai-prices` computes itself, with no remembered rate card."""
+    from genai_prices import Usage, calc_price
+
+    priced = Usage(
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_read_tokens=usage.cached_input_tokens,
+        cache_write_tokens=usage.cache_creation_input_tokens,
+    )
+    try:
+        return float(calc_price(priced, model, provider_id=provider).total_price)
+    except LookupError:
+        return None
+
+
+@pytest.mark.parametrize(
+    ("model", "provider"),
+    [
+        ("gpt-4o", "openai"),
+        ("gpt-4o-mini", None),
+        ("claude-sonnet-4-5", "anthropic"),
+        ("gemini-2.5-pro", "google"),
+    ],
+)
+def test_a_remembered_model_price_equals_the_table_for_every_usage(model: str, provider: str | None) -> None:
+    """After a model's first call, its calls (fresh, cached, cache-written, past a price tier) cost exactly
+    what `genai-prices` computes for each."""
+    import random
+
+    rng = random.Random(7)
+    table = GenAIPrices()
+    for _ in range(300):
+        inp = rng.choice([rng.randint(0, 5_000), rng.randint(0, 400_000)])
+        read = rng.randint(0, inp // 2)
+        written = rng.randint(0, (inp - read) // 2)
+        usage = TokenUsage(
+            input_tokens=inp,
+            output_tokens=rng.randint(0, 8_000),
+            cached_input_tokens=read,
+            cache_creation_input_tokens=written,
+        )
+        assert table.calculate_cost(usage, model, provider) == _table_only(usage, model, provider), usage
+
+
+def test_a_model_is_priced_by_the_table_once_per_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many calls of one model ask `genai-prices` once (then its per-token prices are reused); a new table
+    (what `UpdatePrices` installs) is asked again."""
+    import genai_prices
+    from genai_prices import data_snapshot
+
+    usages = [TokenUsage(input_tokens=100 + i, output_tokens=i) for i in range(50)]
+    expected = [_table_only(usage, "gpt-4o", "openai") for usage in usages]
+    asked: list[str] = []
+    real = genai_prices.calc_price
+
+    def counted(usage: Any, model_ref: str, **kwargs: Any) -> Any:
+        asked.append(model_ref)
+        return real(usage, model_ref, **kwargs)
+
+    monkeypatch.setattr(genai_prices, "calc_price", counted)
+    table = GenAIPrices()
+    assert [table.calculate_cost(usage, "gpt-4o", "openai") for usage in usages] == expected
+    assert asked == ["gpt-4o"]
+    updated = data_snapshot.DataSnapshot(
+        providers=data_snapshot.get_snapshot().providers, from_auto_update=True
+    )
+    monkeypatch.setattr(data_snapshot, "_custom_snapshot", updated)
+    table.calculate_cost(USAGE, "gpt-4o", "openai")
+    assert asked == ["gpt-4o", "gpt-4o"]

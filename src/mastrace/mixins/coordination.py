@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import contextvars
+import random
 import uuid
 from collections.abc import Mapping, Sequence
 from types import TracebackType
@@ -137,7 +138,10 @@ class CoordinationSession(SpanHandle):
         self._conversation: Conversation | None = None
         # `gen_ai.conversation.id`: given, else one per session; the agent rounds and LLM calls
         # inside carry it too, so a viewer can gather a session's spans by conversation.
-        self.conversation_id = conversation or uuid.uuid4().hex
+        # A version-4 id from the process's random generator: `uuid4()` reads the OS (a system call
+        # that gives up the interpreter lock, then waits up to a switch interval to get it back
+        # while the export thread works).
+        self.conversation_id = conversation or uuid.UUID(int=random.getrandbits(128), version=4).hex
 
     def __enter__(self) -> CoordinationSession:
         # The span starts when the session does. The snapshot is cheap once the process-level facts

@@ -48,6 +48,7 @@ class _StreamState:
         self.usage: TokenUsage | None = None
         self.response_model: str | None = None
         self.response_id: str | None = None
+        self.first_chunk: float | None = None
         self.finished = False
 
     def make_span(self) -> Span | NoOpSpan:
@@ -57,10 +58,8 @@ class _StreamState:
 
     def on_chunk(self, chunk: Any) -> None:
         self.chunks += 1
-        if self.chunks == 1:
-            self.span.set_attribute(
-                semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, time.perf_counter() - self.started
-            )
+        if self.chunks == 1:  # set with the rest as the stream ends: one call into the SDK, not two
+            self.first_chunk = time.perf_counter() - self.started
         with handle_internal_errors("llm stream chunk"):
             found = self.backend.extract_usage(chunk)
             if found is not None:
@@ -79,18 +78,25 @@ class _StreamState:
             return
         self.finished = True
         with handle_internal_errors("llm stream end"):
-            span = self.span
-            span.set_attribute(semconv.MASTRACE_STREAM_CHUNKS, self.chunks)
+            # Everything the call learnt goes onto the span in one call (the stream wrapper adds the
+            # chunk count as it ends the span).
+            attrs: dict[str, Any] = {}
+            if self.first_chunk is not None:
+                attrs[semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = self.first_chunk
             if self.response_model is not None:
-                span.set_attribute(semconv.GEN_AI_RESPONSE_MODEL, self.response_model)
+                attrs[semconv.GEN_AI_RESPONSE_MODEL] = self.response_model
             if self.response_id is not None:
-                span.set_attribute(semconv.GEN_AI_RESPONSE_ID, self.response_id)
+                attrs[semconv.GEN_AI_RESPONSE_ID] = self.response_id
             usage = self.usage
+            if usage is not None:
+                priced = self.backend._mastrace_priced(usage, self.response_model or self.model)
+                usage = priced.usage
+                attrs.update(priced.attributes(self.response_model or self.model))
+                attrs.update(usage_attributes(usage, massgen=False))
+                attrs[semconv.MASTRACE_USAGE] = usage.to_dict()
+            self.span.set_attributes(attrs)
             if usage is None:
                 return
-            usage = self.backend._mastrace_price(usage, self.response_model or self.model, span)
-            span.set_attributes(usage_attributes(usage, massgen=False))
-            span.set_attribute(semconv.MASTRACE_USAGE, usage.to_dict())
             if isinstance(self.backend, UsageTrackableMixin):
                 self.backend.record_usage(usage)
             else:
@@ -181,14 +187,12 @@ class LLMBackendMixin:
             usage = field_of(field_of(chunk, "message"), "usage")
         return TokenUsage.from_provider(usage, provider=getattr(self, "provider", None))
 
-    def _mastrace_price(self, usage: TokenUsage, model: str, span: Any) -> TokenUsage:
+    def _mastrace_priced(self, usage: TokenUsage, model: str) -> pricing.Priced:
         """Price a call (reported cost, `cost_calculator`, the default table, else unknown)."""
-        priced = pricing.price_call(
+        return pricing.price_call(
             usage,
             model,
             provider=getattr(self, "provider", None),
             reported=usage.cost or None,
             calculator=self.cost_calculator,
         )
-        span.set_attributes(priced.attributes(model))
-        return priced.usage

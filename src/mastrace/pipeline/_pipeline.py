@@ -90,6 +90,10 @@ class Destination:
             queue is used, so a burst of spans is exported after it rather than competing with it
             for the interpreter, and the queue keeps room to spare.
         synchronous: Export on the caller's thread instead (tests and short scripts).
+        prepare: Run first on the worker thread, before it waits for spans: whatever the first
+            batch needs (the transform's imports, the scrubber's compiled rule table) is built
+            while the application runs, not when the first span is exported. `ready` is set once
+            it returned (or raised: the transform then builds on first use, as without it).
     """
 
     def __init__(
@@ -102,6 +106,7 @@ class Destination:
         batch_size: int = 512,
         interval: float = 0.5,
         synchronous: bool = False,
+        prepare: Callable[[], object] | None = None,
     ) -> None:
         self.name = name
         self.exporter = exporter
@@ -129,6 +134,10 @@ class Destination:
         # that is down must not hold the process: what it did not take is counted, not waited for.
         self.exit_budget: float | None = None
         self._closer: threading.Thread | None = None
+        self._prepare = prepare
+        self.ready = threading.Event()
+        if synchronous or prepare is None:
+            self.ready.set()  # a synchronous destination prepares on first use, on the caller's thread
         self._start_worker()
 
     def _start_worker(self) -> None:
@@ -146,6 +155,10 @@ class Destination:
         self._stopping = False
         self._in_flight = 0
         self.exported = self.dropped = self.failed = 0
+        prepared = self.ready.is_set()  # what the parent built before the fork, the child has too
+        self.ready = threading.Event()
+        if prepared or self.synchronous or self._prepare is None:
+            self.ready.set()
         self._start_worker()
 
     # -- caller side (hot path) -------------------------------------------------------------------
@@ -174,12 +187,24 @@ class Destination:
         # Waking twice per interval keeps every span's wait in the queue under one interval, even
         # when an export takes a while: what a SIGKILL can lose is what ended in the last interval.
         pause = self._interval / 2
+        if not self.ready.is_set():
+            self._run_prepare()
+            self._drain()  # at once: spans that ended meanwhile wait no longer
         while True:
             self._wake.wait(pause)
             self._wake.clear()
             self._drain()
             if self._stopping and not self._queue:
                 return
+
+    def _run_prepare(self) -> None:
+        try:
+            if self._prepare is not None:
+                self._prepare()
+        except Exception as exc:
+            log_internal_error(f"preparing the export to {self.name}", exc)
+        finally:
+            self.ready.set()
 
     def _drain(self) -> None:
         queue = self._queue
@@ -245,10 +270,16 @@ class Destination:
         if self._thread is None or not self._thread.is_alive():
             self._drain()
             return None
+        if self.unprepared_and_idle():
+            return None  # nothing to export: no need to wait for the preparation
         marker = _Marker()
         self._queue.append(marker)
         self._wake.set()
         return marker
+
+    def unprepared_and_idle(self) -> bool:
+        """Still preparing, with no span waiting: a process that made no span does not wait for it."""
+        return not self.ready.is_set() and self.pending() == 0
 
     @staticmethod
     def wait(marker: _Marker | None, deadline: float) -> bool:
@@ -350,6 +381,13 @@ class Pipeline(SpanProcessor):
         """Track the spans `previous` saw start, so they end (and are exported) through this pipeline."""
         self._open.update(previous._open)
 
+    def before_fork(self, timeout: float) -> None:
+        """Let the export threads finish preparing (at most `timeout` seconds): a thread that is
+        importing or compiling when the process forks would leave the child its locks, held forever."""
+        deadline = time.monotonic() + timeout
+        for destination in self.destinations:
+            destination.ready.wait(max(0.0, deadline - time.monotonic()))
+
     def after_fork(self) -> None:
         """In a forked child: restart every destination's worker; spans open in the parent are not ours."""
         self._open = {}
@@ -385,9 +423,14 @@ class Pipeline(SpanProcessor):
 
         What a destination could not export in time is counted as dropped.
         """
-        now = time.monotonic()
-        deadline = now + timeout
+        deadline = time.monotonic() + timeout
         markers = [(d, d.request_flush()) for d in self.destinations]
+        # A remote destination's budget is the collector's time: it starts once the export thread is
+        # prepared (scrubber built), so a slow start of this process never cuts a live collector off.
+        for d, marker in markers:
+            if d.exit_budget is not None and marker is not None:
+                d.ready.wait(max(0.0, deadline - time.monotonic()))
+        now = time.monotonic()
         budgeted = [
             (d, m, min(deadline, now + d.exit_budget)) for d, m in markers if d.exit_budget is not None
         ]
@@ -401,7 +444,8 @@ class Pipeline(SpanProcessor):
         for d in self.destinations:
             d.stop()
         joined = [
-            d.join(deadline if d.exit_budget is None else min(deadline, now + d.exit_budget + 0.1))
+            d.unprepared_and_idle()  # its worker ends once prepared; exit need not wait for that
+            or d.join(deadline if d.exit_budget is None else min(deadline, now + d.exit_budget + 0.1))
             for d in self.destinations
         ]
         complete = all(joined) and complete

@@ -213,8 +213,10 @@ def configure(
             Env: `MASTRACE_MAX_QUEUE_SIZE`. Default: 200000.
         shutdown_timeout: Seconds the flush at exit and on SIGTERM may take.
             Env: `MASTRACE_SHUTDOWN_TIMEOUT`. Default: 5.0.
-        otlp_exit_timeout: Seconds of that an OTLP collector that is down or slow may take; what it
-            does not take stays in the local store. Env: `MASTRACE_OTLP_EXIT_TIMEOUT`. Default: 1.0.
+        otlp_exit_timeout: Seconds of that an OTLP collector that is down or slow may take, counted
+            once the export thread is prepared (its scrubber built, which starts as `configure()`
+            returns); what it does not take stays in the local store.
+            Env: `MASTRACE_OTLP_EXIT_TIMEOUT`. Default: 1.0.
         max_row_bytes: The most bytes one span may take in the local store (4096 to 8 MiB): the
             largest values of a bigger span are cut, each with a visible truncation marker, and the
             span gets `mastrace.truncated = true`. Env: `MASTRACE_MAX_ROW_BYTES`. Default: 1000000.
@@ -535,6 +537,15 @@ def _die_of_sigterm() -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
+def _before_fork() -> None:
+    pipeline = _RT.pipeline
+    if pipeline is not None:
+        try:
+            pipeline.before_fork(_shutdown_timeout())
+        except Exception as exc:
+            log_internal_error("preparing the export before fork", exc)
+
+
 def _after_fork_in_child() -> None:
     """A forked child keeps exporting: new worker threads, its own pid and instance id, a flush at exit."""
     _destinations.new_instance_id()
@@ -570,7 +581,7 @@ def _install_exit_hooks() -> None:
     _RT.exit_hooks = True
     atexit.register(_at_exit)
     if hasattr(os, "register_at_fork"):
-        os.register_at_fork(after_in_child=_after_fork_in_child)
+        os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
     if threading.current_thread() is threading.main_thread():
         try:
             if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):

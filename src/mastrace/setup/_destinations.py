@@ -49,12 +49,13 @@ def build(settings: Settings) -> list[Destination]:
     before `configure()` changes anything."""
     limits = settings.limits
     options = settings.scrubbing
-    # The scrubber and the transform are loaded and built on the export thread, on first use:
-    # compiling the rule table takes ~15 ms that `configure()` need not wait for.
+    # The scrubber and the transform are imported and built on an export thread as soon as it
+    # starts (`Destination(prepare=...)`), right after `configure()`: the rule table's compilation
+    # and the `hyperscan` import (0.1-5 s, by load) are over before the first batch, not paid by it.
     built: list[tuple[Callable[..., Any], Any]] = []
     lock = threading.Lock()
 
-    def transform(span: Any) -> Any:
+    def prepare() -> tuple[Callable[..., Any], Any]:
         if not built:
             with lock:
                 if not built:
@@ -62,14 +63,18 @@ def build(settings: Settings) -> list[Destination]:
                     from ..scrubbing._engine import Scrubber
 
                     built.append((prepare_span, Scrubber(options) if options is not None else None))
-        prepare, scrubber = built[0]
-        return prepare(span, scrubber, limits)
+        return built[0]
+
+    def transform(span: Any) -> Any:
+        prepare_span, scrubber = built[0] if built else prepare()
+        return prepare_span(span, scrubber, limits)
 
     common: dict[str, Any] = {
         "max_queue": settings.max_queue_size,
         "interval": settings.flush_interval,
         "synchronous": settings.synchronous,
     }
+    spans: dict[str, Any] = {**common, "prepare": prepare}
     out: list[Destination] = []
     if settings.local is not None:
         from ..store._writer import LocalStoreExporter
@@ -79,7 +84,7 @@ def build(settings: Settings) -> list[Destination]:
         store = LocalStoreExporter(
             settings.local, strict=False, max_row_bytes=settings.max_row_bytes, retention=settings.retention
         )
-        out.append(Destination("local", store, transform, **common))
+        out.append(Destination("local", store, transform, **spans))
     if settings.otlp:
         from ..exporters.otlp import build_otlp_exporter, guard_otlp_exporter
 
@@ -91,7 +96,7 @@ def build(settings: Settings) -> list[Destination]:
             writer = f"{socket.gethostname()}-{os.getpid()}"
             key = destination_key(settings.otlp)
             exporter = AckRecorder(exporter, acked_path(settings.local, key, writer), endpoint=key)
-        remote = dict(common)
+        remote = dict(spans)
         if settings.local is not None:
             # The store holds every span: a collector that hangs must not make the process hold
             # hundreds of MB of them too. What does not fit is counted as dropped; `push` sends it.
@@ -102,9 +107,9 @@ def build(settings: Settings) -> list[Destination]:
     if settings.console:
         from ..exporters.console import ConsoleExporter
 
-        out.append(Destination("console", ConsoleExporter(), transform, **common))
+        out.append(Destination("console", ConsoleExporter(), transform, **spans))
     for i, exporter in enumerate(settings.exporters):
-        out.append(Destination(f"{type(exporter).__name__}#{i}", exporter, transform, **common))
+        out.append(Destination(f"{type(exporter).__name__}#{i}", exporter, transform, **spans))
     metrics = _metrics_destination(settings, common)
     if metrics is not None:
         out.append(metrics)

@@ -309,7 +309,10 @@ OTLP_EXIT_TIMEOUT: Final = Param[float](
     default_doc="`1.0`",
     parser=_parse_float,
     check=_number_check(float, 0.0),
-    doc="Seconds the flush at exit may wait for an OTLP collector that is down or slow.",
+    doc=(
+        "Seconds the flush at exit may wait for an OTLP collector that is down or slow, counted once "
+        "the export thread is prepared (within `shutdown_timeout` in all)."
+    ),
     accepts="a number of seconds, at least 0",
     none_is_unset=True,
 )

@@ -78,8 +78,9 @@ class _StreamSpan:
         if span is NOOP_SPAN:
             return
         with handle_internal_errors("stream span end"):
-            span.set_attribute(semconv.MASTRACE_STREAM_COMPLETED, completed)
-            span.set_attribute(semconv.MASTRACE_STREAM_CHUNKS, self._chunks)
+            span._set_valid_attributes(  # one call into the SDK
+                {semconv.MASTRACE_STREAM_COMPLETED: completed, semconv.MASTRACE_STREAM_CHUNKS: self._chunks}
+            )
             try:
                 self._ctx.run(span.end, exc)
             except RuntimeError:  # the context is entered elsewhere (finalizer): end without detaching
