@@ -246,3 +246,7 @@ MASSGEN_ENFORCEMENT_RETRIES: Final = "massgen.enforcement.retries"
 """Enforcement retries in a round (set on the round when there was at least one)."""
 MASSGEN_FAILURE_REASON: Final = "massgen.failure_reason"
 """Why a coordination turn ended without a final answer (exception, cancellation, MassGen's own)."""
+
+# On a span link: what the link means to the UI (`vote`, `winner`, `retry`, ...); without it the
+# kind is read from the linking span's name (`Agent vote: ...` is a vote).
+MASTRACE_LINK_KIND: Final = "mastrace.link.kind"

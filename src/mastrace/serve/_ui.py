@@ -94,7 +94,7 @@ def ui_routes(store: Path, pool: Executor | None = None) -> list[Any]:
     from ..analysis import TraceStore, build_report, diff_reports, render_markdown, render_trace_html
     from ..exceptions import StoreError
     from ..store._limits import QueryLimits
-    from ._ui_pages import report_page, waterfall_rows
+    from ._ui_pages import linked_spans, report_page, waterfall_rows
 
     # One DuckDB thread a read (intake keeps the other cores), 1 GB, 30 s.
     limits = QueryLimits(timeout=30.0, memory=1000**3, max_rows=None, threads=1)
@@ -187,6 +187,7 @@ def ui_routes(store: Path, pool: Executor | None = None) -> list[Any]:
                 "scope": span.scope_name,
                 "service": span.service_name,
                 "resource": span.resource,
+                **linked_spans(traces, trace_id, span.span_id, span.name or "", span.links),
             }, counted(traces)
 
     def read_diff(ref_a: str, ref_b: str) -> tuple[dict[str, Any], dict[str, str]]:
