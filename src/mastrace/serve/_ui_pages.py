@@ -11,6 +11,7 @@ import html
 from typing import Any, Final
 
 from .. import semconv
+from ..analysis._graph import CoordinationGraph
 from ..analysis._kinds import span_category
 from ..analysis._store import TraceStore
 
@@ -195,11 +196,13 @@ main th { background: var(--soft); }
 main td { overflow-wrap: anywhere; font-variant-numeric: tabular-nums; }
 main code { background: var(--soft); padding: 0 .2rem; border-radius: 3px; overflow-wrap: anywhere; }
 main em { color: var(--muted); }
+main .graph { overflow-x: auto; }
 """
 
 
-def report_page(markdown: str, trace_id: str) -> str:
-    """The analysis report (its Markdown) as a page of the UI, raw HTML in the text shown as text."""
+def report_page(markdown: str, trace_id: str, graph: CoordinationGraph | None = None) -> str:
+    """The analysis report (its Markdown) as a page of the UI, raw HTML in the text shown as text;
+    with `graph`, its coordination graph as an inline SVG (names escaped) at the end."""
     from markdown_it import MarkdownIt
 
     body = MarkdownIt("commonmark", {"html": False}).enable("table").render(markdown)
@@ -212,5 +215,18 @@ def report_page(markdown: str, trace_id: str) -> str:
         f'<span class="crumb">/</span><code>{ref}</code><span class="crumb">/</span>'
         '<span>analysis report</span><span class="spacer"></span>'
         f'<a href="../{ref}">waterfall</a><a href="../{ref}/view">static view</a></div>'
-        f'<main id="report">{body}</main></body></html>'
+        f'<main id="report">{body}{_graph_section(graph)}</main></body></html>'
+    )
+
+
+def _graph_section(graph: CoordinationGraph | None) -> str:
+    if graph is None or not graph.nodes:
+        return ""
+    legend = (
+        "Agents (winner in green) with their answers, tokens and cost; edges: votes (blue; dashed: "
+        "discarded), restarts (red), handoffs (violet), tool (amber) and MCP (teal) calls, with counts."
+    )
+    return (
+        f'<h2 id="coordination-graph">Coordination graph</h2><p><em>{legend}</em></p>'
+        f'<div class="graph">{graph.to_svg()}</div>'
     )
