@@ -93,6 +93,7 @@ def ui_routes(store: Path, pool: Executor | None = None) -> list[Any]:
     from starlette.routing import Route
 
     from ..analysis import TraceStore, build_report, diff_reports, render_markdown, render_trace_html
+    from ..analysis._diff_outcomes import read_outcome_diff
     from ..analysis._graph import build_graph
     from ..exceptions import StoreError
     from ..store._limits import QueryLimits
@@ -196,6 +197,7 @@ def ui_routes(store: Path, pool: Executor | None = None) -> list[Any]:
         with open_store() as traces:
             trace_a, trace_b = traces.resolve(ref_a), traces.resolve(ref_b)
             diff = diff_reports(build_report(traces, trace_a), build_report(traces, trace_b)).to_dict()
+            diff["outcomes"] = read_outcome_diff(traces, trace_a, trace_b).to_dict()
             return diff, counted(traces)
 
     def read_view(trace_id: str) -> tuple[str, dict[str, str]]:
