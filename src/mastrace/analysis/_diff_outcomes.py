@@ -64,7 +64,7 @@ class TreeChange:
 
     path: str
     """The names from the root (run A's, else B's), with the occurrence among siblings of one
-    pattern when there are several: `coordination.session / agent.a.round_1 / llm.x.stream [2]`."""
+    pattern when there are several: `<session> / <round> / <LLM call> [2]`."""
     change: str  # "added", "removed", "slower", "faster", "costlier", "cheaper"
     name_a: str | None = None
     name_b: str | None = None
