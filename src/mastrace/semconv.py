@@ -347,3 +347,7 @@ MASTRACE_EVALUATION_VALUE: Final = "mastrace.evaluation.value"
 """An evaluator's result that is neither a number nor a boolean nor a text, kept as JSON."""
 MASTRACE_EVALUATION_BOOLEAN: Final = "mastrace.evaluation.boolean"
 """True when the score came from a boolean (pass = 1.0, fail = 0.0): pass@k applies to it."""
+
+# On a span link: what the link means to the UI (`vote`, `winner`, `retry`, ...); without it the
+# kind is read from the linking span's name (`Agent vote: ...` is a vote).
+MASTRACE_LINK_KIND: Final = "mastrace.link.kind"

@@ -67,3 +67,21 @@ def test_diff_shows_the_outcome_winner_votes_and_scores(
     assert diff["outcome"]["scores_b"] == {"correct": 0.0, "quality": 0.5}
     votes = [sum(1 for v in r.votes if not v.discarded) for r in reports]
     assert [sum(diff["outcome"][k].values()) for k in ("votes_a", "votes_b")] == votes
+
+
+def test_diff_says_what_happened_differently(mastrace_cli: Runner, tmp_path: Path) -> None:
+    """Two runs with different winners: the winner, the votes, the rounds and the span trees."""
+    from outcome_runs import write_two_runs
+
+    a, b = write_two_runs(tmp_path / "outcomes")
+    result = mastrace_cli("diff", a, b, store=tmp_path / "outcomes")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "  winner: agent_a → agent_b  (changed)" in lines
+    assert "  votes A: agent_b → agent_a, agent_c → agent_a" in lines
+    assert "  votes B: agent_a → agent_b, agent_c → agent_b" in lines
+    assert "    agent_c round 1: vote agent_a → vote agent_b" in lines
+    assert "  - coordination.session / agent.agent_c.round_0 / mcp.search.query  (2 span(s))" in lines
+    document = json.loads(mastrace_cli("diff", a, b, "--format", "json", store=tmp_path / "outcomes").stdout)
+    assert document["outcomes"]["winner_a"] == "agent_a" and document["outcomes"]["winner_b"] == "agent_b"
+    assert document["total"]["agent"] == "total"  # today's deltas are still there

@@ -10,7 +10,7 @@ import pytest
 
 from .conftest import MASTRACE, Runner, clean_env
 
-COMMANDS = ("runs", "tree", "query", "analyze", "view", "diff", "export")
+COMMANDS = ("runs", "tree", "query", "analyze", "view", "graph", "diff", "export")
 
 
 def test_help_lists_every_subcommand(mastrace_cli: Runner) -> None:
@@ -25,7 +25,7 @@ def test_missing_subcommand_is_a_usage_error(mastrace_cli: Runner) -> None:
     result = mastrace_cli()
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
-        "mastrace: error: give a command: runs, tree, query, analyze, view, diff, compare, experiments, "
+        "mastrace: error: give a command: runs, tree, query, analyze, view, graph, diff, compare, experiments, "
         "export, push, prune, serve, mcp, run (see 'mastrace --help')"
     ]
 

@@ -117,7 +117,7 @@ def test_clicking_a_span_shows_its_attributes_with_json_as_objects(server: Intak
     assert "agent_a" in page.text_content("#details tr[data-key='massgen.agent_id']")  # type: ignore[operator]
     config = page.locator("#details tr[data-key='config']")
     # A JSON object is a nested table of its keys, not a string of JSON.
-    assert config.locator("details.json td.key").all_text_contents()[:2] == ["model", "tools"]
+    assert config.locator("details.json .jt-key").all_text_contents()[:2] == ["model", "tools"]
     assert "selected" in (page.get_attribute(".row:has-text('agent.agent_a.round_0')", "class") or "")
     span_id = page.get_attribute(".row.selected", "data-span-id")
     assert page.url.endswith(f"#span={span_id}")  # a deep link to the selected span

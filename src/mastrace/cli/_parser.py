@@ -38,6 +38,7 @@ examples:
   mastrace analyze latest -o ANALYSIS_REPORT.md
   mastrace view latest -o trace.html
   mastrace diff previous latest
+  mastrace graph latest --format mermaid
   mastrace export latest --format jaeger-json -o trace.json
   mastrace push --to http://localhost:4318
   mastrace serve
@@ -211,6 +212,15 @@ def build_parser() -> argparse.ArgumentParser:
     view.add_argument("--max-spans", type=int, default=None, help="draw at most N spans (default 20,000)")
     _source_arg(view)
     _handler(view, "_report_commands:cmd_view")
+
+    graph = sub.add_parser(
+        "graph", parents=[reading], help="print a run's coordination graph (Mermaid, DOT, SVG or JSON)"
+    )
+    _trace_arg(graph)
+    graph.add_argument("--format", choices=("mermaid", "dot", "svg", "json"), default="mermaid")
+    graph.add_argument("-o", "--output", metavar="FILE", help="output file (default: stdout)")
+    _source_arg(graph)
+    _handler(graph, "_graph:cmd_graph")
 
     diff = sub.add_parser(
         "diff", parents=[reading], help="compare two runs' configs, durations, tokens and cost"

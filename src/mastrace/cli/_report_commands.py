@@ -9,6 +9,7 @@ from typing import TextIO
 
 from ..analysis import build_report, diff_reports, render_diff, render_markdown, render_trace_html
 from ..analysis._compare import trace_scores
+from ..analysis._diff_outcomes import read_outcome_diff, render_outcome_diff
 from ._commands import open_store
 from ._export import to_jaeger_json, to_otlp_json
 from ._output import json_default, progress, write_output
@@ -60,10 +61,13 @@ def cmd_diff(args: argparse.Namespace, out: TextIO) -> int:
             scores_a=trace_scores(store, trace_a),
             scores_b=trace_scores(store, trace_b),
         )
+        outcomes = read_outcome_diff(store, trace_a, trace_b)
     if args.format == "json":
-        out.write(json.dumps(diff.to_dict(), indent=2, ensure_ascii=False, default=json_default) + "\n")
+        document = {**diff.to_dict(), "outcomes": outcomes.to_dict()}
+        out.write(json.dumps(document, indent=2, ensure_ascii=False, default=json_default) + "\n")
     else:
         out.write(render_diff(diff))
+        out.write("\n" + render_outcome_diff(outcomes))
     return 0
 
 

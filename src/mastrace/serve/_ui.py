@@ -7,7 +7,8 @@
 - `/runs/<trace>/view`: the static HTML view (`mastrace view`); `/runs/<trace>/report`: the report
   (HTML).
 - `/diff?a=<trace>&b=<trace>`: the configuration and usage differences of two runs (`mastrace diff`).
-- `/api/runs`, `/api/runs/<trace>/spans?since_us=&q=`, `/api/runs/<trace>/spans/<span>`, `/api/diff`.
+- `/api/runs`, `/api/runs/<trace>/spans?since_us=&q=`, `/api/runs/<trace>/spans/<span>`,
+  `/api/runs/<trace>/graph` (the coordination graph), `/api/diff`.
 
 Every value from a span reaches the page as JSON and is inserted as text, never as HTML. Reads run
 on threads of their own with one DuckDB thread each; an answer carries an ETag (the store's files and
@@ -93,9 +94,11 @@ def ui_routes(store: Path, pool: Executor | None = None, source: str | None = No
     from starlette.routing import Route
 
     from ..analysis import TraceStore, build_report, diff_reports, render_markdown, render_trace_html
+    from ..analysis._diff_outcomes import read_outcome_diff
+    from ..analysis._graph import build_graph
     from ..exceptions import StoreError
     from ..store._limits import QueryLimits
-    from ._ui_pages import report_page, waterfall_rows
+    from ._ui_pages import linked_spans, report_page, waterfall_rows
 
     # One DuckDB thread a read (intake keeps the other cores), 1 GB, 30 s.
     limits = QueryLimits(timeout=30.0, memory=1000**3, max_rows=None, threads=1)
@@ -195,12 +198,14 @@ def ui_routes(store: Path, pool: Executor | None = None, source: str | None = No
                 "scope": span.scope_name,
                 "service": span.service_name,
                 "resource": span.resource,
+                **linked_spans(traces, trace_id, span.span_id, span.name or "", span.links),
             }, counted(traces)
 
     def read_diff(ref_a: str, ref_b: str) -> tuple[dict[str, Any], dict[str, str]]:
         with open_store() as traces:
             trace_a, trace_b = traces.resolve(ref_a), traces.resolve(ref_b)
             diff = diff_reports(build_report(traces, trace_a), build_report(traces, trace_b)).to_dict()
+            diff["outcomes"] = read_outcome_diff(traces, trace_a, trace_b).to_dict()
             return diff, counted(traces)
 
     def read_view(trace_id: str) -> tuple[str, dict[str, str]]:
@@ -211,7 +216,14 @@ def ui_routes(store: Path, pool: Executor | None = None, source: str | None = No
     def read_report(ref: str) -> tuple[str, dict[str, str]]:
         with open_store() as traces:
             trace_id = traces.resolve(ref)
-            return report_page(render_markdown(build_report(traces, trace_id)), trace_id), counted(traces)
+            graph = build_graph(trace_id, traces.spans(trace_id))
+            markdown = render_markdown(build_report(traces, trace_id))
+            return report_page(markdown, trace_id, graph), counted(traces)
+
+    def read_graph(ref: str) -> tuple[dict[str, Any], dict[str, str]]:
+        with open_store() as traces:
+            trace_id = traces.resolve(ref)
+            return build_graph(trace_id, traces.spans(trace_id)).to_dict(), counted(traces)
 
     def check_refs(ref_a: str, ref_b: str) -> tuple[None, dict[str, str]]:
         with open_store() as traces:
@@ -309,6 +321,13 @@ def ui_routes(store: Path, pool: Executor | None = None, source: str | None = No
             return answer
         return HTMLResponse(answer[0], headers=answer[1])
 
+    async def api_graph(request: Request) -> Response:
+        """The run's coordination graph: nodes (agents, tools, MCP servers) with positions, edges."""
+        answer = await off_loop(request, read_graph, request.path_params["trace_id"])
+        if isinstance(answer, Response):
+            return answer
+        return json_answer(answer[0], answer[1])
+
     async def report(request: Request) -> Response:
         answer = await off_loop(request, read_report, request.path_params["trace_id"])
         if isinstance(answer, Response):
@@ -321,6 +340,7 @@ def ui_routes(store: Path, pool: Executor | None = None, source: str | None = No
         Route("/api/runs", api_runs),
         Route("/api/runs/{trace_id}/spans", api_spans),
         Route("/api/runs/{trace_id}/spans/{span_id}", api_span),
+        Route("/api/runs/{trace_id}/graph", api_graph),
         Route("/diff", diff),
         Route("/api/diff", api_diff),
         Route("/runs/{trace_id}", run),

@@ -11,10 +11,11 @@ import html
 from typing import Any, Final
 
 from .. import semconv
+from ..analysis._graph import CoordinationGraph
 from ..analysis._kinds import span_category
 from ..analysis._store import TraceStore
 
-__all__ = ["KEY_ATTRIBUTES", "report_page", "waterfall_rows"]
+__all__ = ["KEY_ATTRIBUTES", "linked_spans", "report_page", "waterfall_rows"]
 
 # The attributes a row shows inline (and the run summary adds up), by their short name in the page.
 KEY_ATTRIBUTES: Final[dict[str, tuple[str, ...]]] = {
@@ -36,7 +37,9 @@ _ROWS_SQL = f"""
 SELECT span_id, parent_span_id, span_name, message, span_type, level,
        epoch_us(start_timestamp) AS start_us, epoch_us(end_timestamp) AS end_us,
        is_exception, otel_status_code,
-       json_extract_string(attributes, [{_PATHS}]) AS k
+       json_extract_string(attributes, [{_PATHS}]) AS k,
+       CASE WHEN json_array_length(otel_links) > 0
+            THEN json_extract_string(otel_links, '$[*].span_id') END AS links
 FROM records
 WHERE trace_id = ? AND epoch_us(end_timestamp) >= ?
 ORDER BY start_timestamp, span_id
@@ -95,6 +98,8 @@ def waterfall_rows(
             row["error"] = True
         if r["span_type"] == "log":
             row["log"] = True
+        if r["links"]:
+            row["links"] = [link for link in r["links"] if link]
         if r["k"] and any(v is not None for v in r["k"]):
             *values, llm_cost = r["k"]
             keys = _keys(values)
@@ -103,6 +108,79 @@ def waterfall_rows(
             if keys:
                 row["keys"] = keys
         out.append(row)
+    return out
+
+
+_LINKED_FROM_SQL = """
+SELECT span_id, span_name, message, epoch_us(start_timestamp) AS start_us,
+       CAST(otel_links AS VARCHAR) AS links
+FROM records
+WHERE trace_id = ? AND json_array_length(otel_links) > 0 AND CAST(otel_links AS VARCHAR) LIKE ?
+ORDER BY start_timestamp, span_id
+"""
+_NAMES_SQL = """
+SELECT span_id, span_name, message FROM records WHERE trace_id = ? AND list_contains(?, span_id)
+"""
+
+
+def _link_kind(source_name: str, attributes: Any) -> str:
+    """What a link means, as the page names it: `vote`, `winner`, `retry` or `link`."""
+    if isinstance(attributes, dict):
+        for key in (semconv.MASTRACE_LINK_KIND, "kind"):
+            if isinstance(attributes.get(key), str):
+                return str(attributes[key])
+    for prefix, kind in (("Agent vote:", "vote"), ("Winner selected:", "winner")):
+        if source_name.startswith(prefix):
+            return kind
+    return "retry" if "retry" in source_name.lower() else "link"
+
+
+def linked_spans(
+    traces: TraceStore, trace_id: str, span_id: str, name: str, links: list[dict[str, Any]]
+) -> dict[str, list[dict[str, Any]]]:
+    """The spans a span links to (`links_to`: vote → answer, retry → original, any span link) and
+    those that link to it (`linked_from`: answer → the votes it received), with their names, the
+    link's kind and attributes; a link to another trace says so (`trace_id`)."""
+    import json
+
+    targets = [str(link.get("span_id")) for link in links if isinstance(link, dict) and link.get("span_id")]
+    names = {
+        r["span_id"]: r["message"] or r["span_name"]
+        for r in (traces.rows(_NAMES_SQL, [trace_id, targets]) if targets else [])
+    }
+    out: dict[str, list[dict[str, Any]]] = {"links_to": [], "linked_from": []}
+    for link in links:
+        if not isinstance(link, dict) or not link.get("span_id"):
+            continue
+        target = str(link["span_id"])
+        entry: dict[str, Any] = {
+            "span_id": target,
+            "name": names.get(target),
+            "kind": _link_kind(name, link.get("attributes")),
+            "attributes": link.get("attributes") or {},
+        }
+        if link.get("trace_id") and link["trace_id"] != trace_id:
+            entry["trace_id"] = link["trace_id"]
+        out["links_to"].append(entry)
+    for r in traces.rows(_LINKED_FROM_SQL, [trace_id, f"%{span_id}%"]):
+        try:
+            found = json.loads(r["links"])
+        except ValueError:
+            continue
+        for link in found if isinstance(found, list) else []:
+            if (
+                isinstance(link, dict)
+                and link.get("span_id") == span_id
+                and link.get("trace_id", trace_id) == trace_id
+            ):
+                out["linked_from"].append(
+                    {
+                        "span_id": r["span_id"],
+                        "name": r["message"] or r["span_name"],
+                        "kind": _link_kind(r["span_name"] or "", link.get("attributes")),
+                        "attributes": link.get("attributes") or {},
+                    }
+                )
     return out
 
 
@@ -118,11 +196,13 @@ main th { background: var(--soft); }
 main td { overflow-wrap: anywhere; font-variant-numeric: tabular-nums; }
 main code { background: var(--soft); padding: 0 .2rem; border-radius: 3px; overflow-wrap: anywhere; }
 main em { color: var(--muted); }
+main .graph { overflow-x: auto; }
 """
 
 
-def report_page(markdown: str, trace_id: str) -> str:
-    """The analysis report (its Markdown) as a page of the UI, raw HTML in the text shown as text."""
+def report_page(markdown: str, trace_id: str, graph: CoordinationGraph | None = None) -> str:
+    """The analysis report (its Markdown) as a page of the UI, raw HTML in the text shown as text;
+    with `graph`, its coordination graph as an inline SVG (names escaped) at the end."""
     from markdown_it import MarkdownIt
 
     body = MarkdownIt("commonmark", {"html": False}).enable("table").render(markdown)
@@ -135,5 +215,18 @@ def report_page(markdown: str, trace_id: str) -> str:
         f'<span class="crumb">/</span><code>{ref}</code><span class="crumb">/</span>'
         '<span>analysis report</span><span class="spacer"></span>'
         f'<a href="../{ref}">waterfall</a><a href="../{ref}/view">static view</a></div>'
-        f'<main id="report">{body}</main></body></html>'
+        f'<main id="report">{body}{_graph_section(graph)}</main></body></html>'
+    )
+
+
+def _graph_section(graph: CoordinationGraph | None) -> str:
+    if graph is None or not graph.nodes:
+        return ""
+    legend = (
+        "Agents (winner in green) with their answers, tokens and cost; edges: votes (blue; dashed: "
+        "discarded), restarts (red), handoffs (violet), tool (amber) and MCP (teal) calls, with counts."
+    )
+    return (
+        f'<h2 id="coordination-graph">Coordination graph</h2><p><em>{legend}</em></p>'
+        f'<div class="graph">{graph.to_svg()}</div>'
     )
