@@ -16,12 +16,12 @@ from ..analysis import SourceStore, TraceStore, render_runs
 from ..analysis._select import check_read_only
 from ..analysis._source import source_url
 from ..exceptions import MastraceError
-from ..store._limits import QueryLimits
+from ..store._limits import QueryLimits, cap_process_memory
 from ..store._retention import parse_size
 from ._output import format_rows, json_default, progress
 from ._terminal import escape_control
 
-__all__ = ["cmd_query", "cmd_runs", "cmd_tree", "open_store", "source_token"]
+__all__ = ["cmd_query", "cmd_runs", "cmd_tree", "open_store", "size_arg", "source_token"]
 
 
 SOURCE_TOKEN_VARIABLES = ("LOGFIRE_READ_TOKEN", "MASTRACE_SERVE_TOKEN")
@@ -124,13 +124,21 @@ def cmd_query(args: argparse.Namespace, out: TextIO) -> int:
         _one_statement(args.sql)
     limits = QueryLimits(
         timeout=args.timeout or None,
-        memory=_size_arg(args.memory),
+        memory=size_arg(args.memory),
         max_rows=args.max_rows or None,
     )
-    with open_store(args, sandbox=sandbox, limits=limits) as store, progress("running query"):
-        store.ensure_not_empty()
-        names, rows = store.table(args.sql)
-        truncated = store.truncated
+    if limits.memory is not None:
+        # DuckDB's memory limit does not cover every allocation: the kernel holds the process to it.
+        cap_process_memory(limits.memory)
+    try:
+        with open_store(args, sandbox=sandbox, limits=limits) as store, progress("running query"):
+            store.ensure_not_empty()
+            names, rows = store.table(args.sql)
+            truncated = store.truncated
+    except MemoryError:
+        raise MastraceError(
+            f"query failed: Out of Memory Error: the query needs more than --memory {args.memory}"
+        ) from None
     out.write(format_rows(names, rows, args.format))
     if truncated:
         print(
@@ -140,8 +148,8 @@ def cmd_query(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _size_arg(text: str) -> int | None:
-    """`--memory`: a size such as 2GB, or 0 for DuckDB's own default."""
+def size_arg(text: str) -> int | None:
+    """`--memory`: a size such as 2GB, or 0 for no limit (DuckDB's own default)."""
     if text.strip() in ("0", ""):
         return None
     try:

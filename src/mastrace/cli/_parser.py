@@ -307,6 +307,20 @@ def build_parser() -> argparse.ArgumentParser:
         "claude mcp add mastrace -- mastrace mcp --store /path/to/.mastrace",
     )
     mcp.add_argument(
+        "--timeout",
+        type=float,
+        default=120.0,
+        metavar="SECONDS",
+        help="stop a tool's SQL statement after this many seconds (default 120; 0: no limit)",
+    )
+    mcp.add_argument(
+        "--memory",
+        default=f"{(limits.memory or 0) // 1000**3}GB",
+        metavar="SIZE",
+        help=f"memory a tool's SQL may use, held by DuckDB and by the operating system (default "
+        f"{(limits.memory or 0) // 1000**3}GB; 0: no limit); nothing is spilled to disk",
+    )
+    mcp.add_argument(
         "--serve-url",
         default="http://127.0.0.1:4318",
         metavar="URL",

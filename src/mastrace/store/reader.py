@@ -423,6 +423,9 @@ def connect(
             folders = [str(s / d) + os.sep for s in stores for d in (SEGMENTS_DIR, ROOTS_DIR, SKELETON_DIR)]
             # and where copies of files with lines too long to read go (see `_lines`)
             folders.append(str(readable_copies_folder()) + os.sep)
+            # DuckDB lets SQL read its temporary folder (by default `.tmp` in the working folder):
+            # nothing spills there, so nothing outside the store is readable.
+            con.execute("SET temp_directory = ''")
             con.execute("SET allowed_directories = ?", [folders])
             con.execute("SET enable_external_access = false")
             con.execute("SET lock_configuration = true")
