@@ -20,10 +20,12 @@ cookies a browser does not tell apart by port) each keep their own.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import ipaddress
 import os
+import re
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -31,11 +33,14 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 from ..exceptions import ConfigError
 
 __all__ = [
+    "SAFETY_HEADERS",
+    "STRICT_POLICY",
     "TOKEN_COOKIE",
     "TOKEN_ENV",
     "Guard",
     "is_loopback",
     "needs_token",
+    "page_policy",
     "resolve_token",
 ]
 
@@ -45,7 +50,8 @@ _LOOPBACK_NAMES: Final = frozenset({"localhost", "localhost.localdomain", "ip6-l
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+Message = MutableMapping[str, Any]
+Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
@@ -97,6 +103,35 @@ def _is_address(name: str) -> bool:
     return True
 
 
+_INLINE_SCRIPT = re.compile(r"<script>(.*?)</script>", re.DOTALL)
+STRICT_POLICY: Final = "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+"""The Content-Security-Policy of every answer that is not a page: nothing in it may load or run."""
+SAFETY_HEADERS: Final = (
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"cross-origin-resource-policy", b"same-origin"),
+)
+
+
+def page_policy(html: str) -> str:
+    """The Content-Security-Policy of a UI page: its own scripts (the inline ones by their hash), style
+    sheets and pictures from this server (or inline), requests to this server only, never framed.
+
+    Span text a page shows can then neither run nor fetch anything from another origin, even if some
+    path let it into the markup.
+    """
+    hashes = " ".join(
+        "'sha256-" + base64.b64encode(hashlib.sha256(body.encode()).digest()).decode() + "'"
+        for body in _INLINE_SCRIPT.findall(html)
+    )
+    return (
+        f"default-src 'none'; script-src 'self' {hashes}; style-src 'self' 'unsafe-inline'; "
+        "img-src 'self' data:; font-src 'self' data:; connect-src 'self'; manifest-src 'self'; "
+        "frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+    )
+
+
 class Guard:
     """The ASGI middleware that checks every HTTP request before any route sees it (see the module).
 
@@ -143,7 +178,7 @@ class Guard:
                 send, 401, "a token is required (Authorization: Bearer …)", [(b"www-authenticate", b"Bearer")]
             )
             return
-        await self.app(scope, receive, send)
+        await self.app(scope, receive, _with_safety_headers(send))
 
     def _refusal(self, headers: dict[str, str]) -> str | None:
         """Why the request is refused (403), or None."""
@@ -191,9 +226,26 @@ class Guard:
         await _answer(send, 303, "", [(b"location", location.encode()), (b"set-cookie", cookie.encode())])
 
 
+def _with_safety_headers(send: Send) -> Send:
+    """`send` adding `SAFETY_HEADERS` and (unless the route set its own) `STRICT_POLICY` to the answer."""
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = list(message.get("headers") or ())
+            names = {name.lower() for name, _ in headers}
+            headers += [(name, value) for name, value in SAFETY_HEADERS if name not in names]
+            if b"content-security-policy" not in names:
+                headers.append((b"content-security-policy", STRICT_POLICY.encode()))
+            message = {**message, "headers": headers}
+        await send(message)
+
+    return sending
+
+
 async def _answer(
     send: Send, status: int, text: str, headers: list[tuple[bytes, bytes]] | None = None
 ) -> None:
+    send = _with_safety_headers(send)
     body = text.encode("utf-8")
     await send(
         {
