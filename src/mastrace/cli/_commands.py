@@ -14,7 +14,7 @@ import duckdb
 
 from ..analysis import SourceStore, TraceStore, render_runs
 from ..analysis._select import check_read_only
-from ..analysis._source import source_url
+from ..analysis._source import DEFAULT_MAX_BYTES, source_url
 from ..exceptions import MastraceError
 from ..store._limits import QueryLimits, cap_process_memory
 from ..store._retention import parse_size
@@ -42,7 +42,14 @@ def open_source(args: argparse.Namespace) -> Iterator[SourceStore]:
     if args.store:
         raise MastraceError("give --store or --source, not both")
     token = source_token()
-    with SourceStore(source_url(args.source, token), token) as remote:
+    max_bytes = size_arg(args.source_max_bytes)
+    store = SourceStore(
+        source_url(args.source, token),
+        token,
+        deadline=args.source_timeout or None,
+        max_bytes=max_bytes if max_bytes is not None else DEFAULT_MAX_BYTES,
+    )
+    with store as remote:
         yield remote
         say_health(remote)
 
@@ -69,8 +76,16 @@ def open_store(
 
 
 def say_health(store: TraceStore) -> None:
-    """Say on stderr what the store's views left out as malformed or showed once."""
-    for line in store.health().lines(store.where):
+    """Say on stderr what the store's views left out as malformed or showed once, and the symbolic
+    links and unreadable files in it that every reader skips."""
+    from ..store.reader import unsafe_entries
+
+    lines = store.health().lines(store.where)
+    if store.paths and (skipped := unsafe_entries(store.paths)):
+        lines.append(
+            f"skipped {skipped} symbolic link(s) or unreadable file(s) in {store.where} (never followed)"
+        )
+    for line in lines:
         print(escape_control(f"mastrace: {line}"), file=sys.stderr)
 
 
@@ -155,4 +170,4 @@ def size_arg(text: str) -> int | None:
     try:
         return parse_size(text)
     except ValueError as exc:
-        raise MastraceError(f"--memory: {exc}") from None
+        raise MastraceError(f"size: {exc}") from None

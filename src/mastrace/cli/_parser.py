@@ -92,6 +92,20 @@ def _source_arg(parser: argparse.ArgumentParser) -> None:
         "(http://host:4318) or Logfire ('logfire', or its API URL); the read token comes from "
         "$LOGFIRE_READ_TOKEN, else $MASTRACE_SERVE_TOKEN (needs the query extra)",
     )
+    parser.add_argument(
+        "--source-timeout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="with --source: give up after this many seconds in all, waits for a rate limit included "
+        "(default 300; 0: no deadline)",
+    )
+    parser.add_argument(
+        "--source-max-bytes",
+        default="150MB",
+        metavar="SIZE",
+        help="with --source: refuse an answer larger than this (default 150MB)",
+    )
 
 
 def _one_store(parser: argparse.ArgumentParser, what: str) -> None:
