@@ -142,17 +142,18 @@ def cmd_query(args: argparse.Namespace, out: TextIO) -> int:
         memory=size_arg(args.memory),
         max_rows=args.max_rows or None,
     )
-    if limits.memory is not None:
-        # DuckDB's memory limit does not cover every allocation: the kernel holds the process to it.
-        cap_process_memory(limits.memory)
     try:
         with open_store(args, sandbox=sandbox, limits=limits) as store, progress("running query"):
             store.ensure_not_empty()
+            if limits.memory is not None:
+                # DuckDB's memory limit does not cover every allocation (a repeat(), a list built in
+                # one expression): the kernel holds the statement to it as well, from here on.
+                cap_process_memory(limits.memory)
             names, rows = store.table(args.sql)
             truncated = store.truncated
     except MemoryError:
         raise MastraceError(
-            f"query failed: Out of Memory Error: the query needs more than --memory {args.memory}"
+            f"the query needs more memory than its limit (raise it: --memory {args.memory})"
         ) from None
     out.write(format_rows(names, rows, args.format))
     if truncated:

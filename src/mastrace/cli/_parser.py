@@ -295,7 +295,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="TOKEN",
         default=None,
         help="require Authorization: Bearer TOKEN on every request (intake, UI and API; a page opened "
-        "once with ?token=TOKEN keeps a cookie); default $MASTRACE_SERVE_TOKEN; required off loopback",
+        "once with ?token=TOKEN keeps a cookie); default $MASTRACE_SERVE_TOKEN; required off loopback. "
+        "On the command line the token is visible to every user of the machine (ps): prefer "
+        "--token-file or the environment",
+    )
+    serve.add_argument(
+        "--token-file",
+        metavar="PATH",
+        default=None,
+        help="read the token from this file (its first line), instead of --token",
     )
     serve.add_argument(
         "--allow-host",

@@ -27,7 +27,7 @@ from ..analysis import (
     render_runs,
     render_trace,
 )
-from ..analysis._select import TimeLimit, Window, bounded_relation
+from ..analysis._select import TimeLimit, Window, bounded_relation, check_no_paths
 from ..analysis._wire import json_rows
 from ..exceptions import StoreError
 from ..store._limits import QueryLimits
@@ -183,6 +183,7 @@ class Tools:
         with self._store(sandbox=True) as store:
             limit = TimeLimit(store, self.max_seconds)
             try:
+                check_no_paths(sql)
                 relation = bounded_relation(store, sql, window, MAX_ROWS + 1, params)
                 rows = [json.loads(text) for batch in json_rows(relation) for (text,) in batch]
             except duckdb.Error as exc:

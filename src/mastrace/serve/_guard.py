@@ -194,9 +194,23 @@ class Guard:
             same = host is not None and name == _hostname(host)
             if not name or not (is_loopback(name) or name in self.allowed or "*" in self.allowed or same):
                 return f"requests from the web page at {origin!r} are refused"
+            # A page on another port of this host (any local program's) is another origin: it reads
+            # nothing without the token in its own Authorization header (a cookie is sent to every
+            # port of a host, so it does not count).
+            if not _same_origin(origin, host) and not self._bearer_given(headers):
+                return f"requests from the web page at {origin!r} (another origin) need the token"
         if headers.get("sec-fetch-site") == "cross-site":
             return "requests from another site's web page are refused"
         return None
+
+    def _bearer_given(self, headers: dict[str, str]) -> bool:
+        """Whether the request carries the token in `Authorization` (never true without a token)."""
+        if self.token is None:
+            return False
+        value = headers.get("authorization", "").strip()
+        if value[:7].lower() == "bearer ":
+            value = value[7:].strip()
+        return bool(value) and hmac.compare_digest(value.encode("latin-1"), self.token.encode())
 
     def _token_given(self, headers: dict[str, str]) -> bool:
         assert self.token is not None
@@ -224,6 +238,20 @@ class Guard:
         name, digest = self._cookie
         cookie = f"{name}={digest}; HttpOnly; SameSite=Strict; Path=/"
         await _answer(send, 303, "", [(b"location", location.encode()), (b"set-cookie", cookie.encode())])
+
+
+def _same_origin(origin: str, host: str | None) -> bool:
+    """Whether the page at `origin` is this server's own (same host and port as the `Host` it asked)."""
+    if host is None:
+        return False
+    parts = urlsplit(origin)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        asked = urlsplit(f"//{host}")
+        asked_port = asked.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return False
+    return (parts.hostname or "") == (asked.hostname or "") and port == asked_port
 
 
 def _with_safety_headers(send: Send) -> Send:
