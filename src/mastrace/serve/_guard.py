@@ -103,6 +103,7 @@ def _is_address(name: str) -> bool:
     return True
 
 
+_INTAKE_PATHS: Final = frozenset({"/v1/traces", "/v1/metrics"})
 _INLINE_SCRIPT = re.compile(r"<script>(.*?)</script>", re.DOTALL)
 STRICT_POLICY: Final = "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
 """The Content-Security-Policy of every answer that is not a page: nothing in it may load or run."""
@@ -158,7 +159,7 @@ class Guard:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or ()}
-        refusal = self._refusal(headers)
+        refusal = self._refusal(headers, str(scope.get("path", "")))
         tokenless = refusal is None and self.token is not None and not self._token_given(headers)
         if scope["type"] == "websocket" and (refusal or tokenless):
             await send({"type": "websocket.close", "code": 1008})
@@ -180,7 +181,7 @@ class Guard:
             return
         await self.app(scope, receive, _with_safety_headers(send))
 
-    def _refusal(self, headers: dict[str, str]) -> str | None:
+    def _refusal(self, headers: dict[str, str], path: str = "") -> str | None:
         """Why the request is refused (403), or None."""
         host = headers.get("host")
         if host is not None and not self.host_allowed(_hostname(host)):
@@ -197,7 +198,8 @@ class Guard:
             # A page on another port of this host (any local program's) is another origin: it reads
             # nothing without the token in its own Authorization header (a cookie is sent to every
             # port of a host, so it does not count).
-            if not _same_origin(origin, host) and not self._bearer_given(headers):
+            reading = path not in _INTAKE_PATHS  # a page may send spans (an OTLP exporter in a web app)
+            if reading and not _same_origin(origin, host) and not self._bearer_given(headers):
                 return f"requests from the web page at {origin!r} (another origin) need the token"
         if headers.get("sec-fetch-site") == "cross-site":
             return "requests from another site's web page are refused"
