@@ -108,7 +108,9 @@ def server(tmp_path: Path) -> Iterator[IntakeServer]:
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Page]:
     """A fresh browser page (its own context) of 1400×900."""
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    # Playwright's `wait_for_function` evaluates its text, which the pages' Content-Security-Policy
+    # forbids: these tests see past it (test_serve_hostile_browser checks the policy itself).
+    context = browser.new_context(viewport={"width": 1400, "height": 900}, bypass_csp=True)
     opened = context.new_page()
     yield opened
     context.close()

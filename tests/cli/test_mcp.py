@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -63,7 +64,16 @@ def _session(store: Path, body: Session, *extra: str) -> Any:
 
 async def _text(session: ClientSession, tool: str, **arguments: Any) -> tuple[bool, str]:
     result = await session.call_tool(tool, arguments)
-    return bool(result.is_error), "".join(getattr(part, "text", "") for part in result.content)
+    return bool(result.is_error), unframed("".join(getattr(part, "text", "") for part in result.content))
+
+
+def unframed(text: str) -> str:
+    """The answer between the untrusted-data markers every tool's answer is framed in (see
+    test_mcp_bounds); the SDK's own errors (a mistyped argument, an unknown tool) are not framed."""
+    match = re.search(r'<untrusted-data id="(\w+)">\n(.*)\n</untrusted-data id="\1">$', text, re.DOTALL)
+    if match is None:
+        return text
+    return text[: text.index("The text between")] + match.group(2)
 
 
 def _json_value(value: Any) -> Any:

@@ -184,13 +184,13 @@ def test_db_api_cursor_describes_columns(store: Store, url: str) -> None:
 
 def test_read_token_info_names_the_store(store: Store, client: LogfireQueryClient) -> None:
     """`info()` names mastrace as the organisation and the store folder as the project."""
-    assert client.info() == {"organization_name": "mastrace", "project_name": str(store.path)}
+    assert client.info() == {"organization_name": "mastrace", "project_name": store.path.name}
 
 
 def test_logfire_mcp_reads_token_info_at_its_own_path(store: Store, url: str) -> None:
     """`/api/read-token-info`, which Logfire's MCP server reads for its links, answers the same."""
     reply = httpx.get(f"{url}/api/read-token-info", headers={"authorization": "t"})
-    assert reply.json()["project_name"] == str(store.path)
+    assert reply.json()["project_name"] == store.path.name
 
 
 def test_min_and_max_timestamp_narrow_records(store: Store, client: LogfireQueryClient) -> None:
@@ -368,7 +368,9 @@ def test_the_sandbox_refuses_what_mastrace_query_refuses(client: LogfireQueryCli
 def test_malformed_requests_get_422_naming_the_field(url: str, body: bytes, field: str) -> None:
     """A malformed or hostile body or field is refused with 422 (never 500) and a FastAPI-shaped detail
     naming it."""
-    reply = httpx.post(f"{url}/v2/query", content=body, headers={"authorization": "t"})
+    reply = httpx.post(
+        f"{url}/v2/query", content=body, headers={"authorization": "t", "content-type": "application/json"}
+    )
     assert reply.status_code == 422, reply.text
     assert reply.json()["detail"][0]["loc"] == ["body", field]
 
@@ -386,7 +388,9 @@ def test_the_client_reads_422_as_a_request_error(client: LogfireQueryClient) -> 
 def test_an_oversized_body_is_refused(url: str) -> None:
     """A request body over 1 MiB gets 413 before it is parsed."""
     body = json.dumps({"sql": "SELECT '" + "x" * (1 << 20) + "'"})
-    reply = httpx.post(f"{url}/v2/query", content=body, headers={"authorization": "t"})
+    reply = httpx.post(
+        f"{url}/v2/query", content=body, headers={"authorization": "t", "content-type": "application/json"}
+    )
     assert reply.status_code == 413
 
 

@@ -15,11 +15,12 @@ exactly the root spans of `records`.
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Final
 
 import duckdb
 
@@ -28,7 +29,14 @@ from ..store._schema import ROOTS_VIEW_NAME, VIEW_NAME
 from ..store.reader import roots_complete
 from ._store import TraceStore
 
-__all__ = ["READ_ONLY_STATEMENTS", "TimeLimit", "Window", "bounded_relation", "check_read_only"]
+__all__ = [
+    "READ_ONLY_STATEMENTS",
+    "TimeLimit",
+    "Window",
+    "bounded_relation",
+    "check_no_paths",
+    "check_read_only",
+]
 
 READ_ONLY_STATEMENTS = frozenset({"SELECT", "EXPLAIN", "PRAGMA", "RELATION"})
 """Statement types that run in the sandbox: they read, and on a sandboxed store read only the store."""
@@ -57,6 +65,32 @@ def check_read_only(sql: str, where: str = "here") -> None:
     kind = statements[0].type.name
     if kind not in READ_ONLY_STATEMENTS:
         raise StoreError(f"only SELECT-like statements run {where} (got {kind})")
+
+
+# Catalog functions and tables that show the server's settings, files and view definitions (the
+# absolute path of the store, the user's home): not for a client of serve or MCP.
+_REVEALING: Final = re.compile(
+    r"^(duckdb_\w+|current_setting|getenv|sqlite_(master|schema|temp_master|temp_schema)|"
+    r"information_schema|pg_catalog|pragma_\w+|which_secret)$"
+)
+
+
+def check_no_paths(sql: str) -> None:
+    """Raise `StoreError` when `sql` names a catalog function or table that shows the server's
+    settings, folders or view definitions (`duckdb_settings()`, `current_setting(...)`,
+    `duckdb_views()`, `information_schema`, ...): a remote client learns no absolute path from them.
+    """
+    try:
+        tokens = duckdb.tokenize(sql)
+    except duckdb.Error as exc:
+        raise StoreError(f"query failed: {exc}") from exc
+    ends = [start for start, _ in tokens[1:]] + [len(sql)]
+    for (start, kind), end in zip(tokens, ends, strict=True):
+        if kind != duckdb.token_type.identifier:
+            continue
+        name = sql[start:end].strip().strip('"').split(".")[0].strip('"').lower()
+        if _REVEALING.match(name):
+            raise StoreError(f"{name} is not available here: it shows the server's settings and folders")
 
 
 @dataclass(frozen=True)

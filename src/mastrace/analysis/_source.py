@@ -27,8 +27,7 @@ import json
 import re
 import threading
 import time
-import urllib.error
-import urllib.request
+import urllib.parse
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -51,6 +50,12 @@ MAX_PAGES: Final = _ALL_ROWS // LOGFIRE_MAX_ROWS
 _SPAN_COLUMNS: Final = ("trace_id", "span_id", "span_name", "start_timestamp")
 _TOTAL: Final = "_mastrace_total"
 _MAX_WAIT: Final = 60.0
+DEFAULT_DEADLINE: Final = 300.0
+"""Seconds one command may spend on the source in all (every request, every wait for a retry)."""
+DEFAULT_MAX_BYTES: Final = 150 * 1000**2
+"""Bytes one answer may hold; a larger (or endless) answer is an error, never read into memory."""
+_ERROR_BYTES: Final = 64 * 1024  # an error's body is read this far: its first line is all that is shown
+_CHUNK: Final = 1 << 16
 _TOKEN_REGION = re.compile(r"^pylf_v\d+_(?P<region>[a-z]+)_")
 # What a column the source does not have reads as (the store's defaults, see `_schema.COLUMNS`).
 _DEFAULTS: Final[dict[str, str]] = {
@@ -72,13 +77,6 @@ _RUNS_COLUMNS = (
     "trace_id, span_id, span_name, service_name, start_timestamp, end_timestamp, duration, parent_span_id, "
     "otel_status_code, is_exception, attributes"
 )
-
-
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """Redirects are answers, not followed: urllib would resend the read token to the new origin."""
-
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
 
 
 class QueryRefused(StoreError):
@@ -118,6 +116,10 @@ class QueryAPIClient:
             source asks for (at most a minute).
         page_rows: Rows asked for a page when the source refuses to answer everything at once
             (Logfire answers at most 10,000 rows a query).
+        deadline: Seconds the client may spend on the source in all, from its creation: every
+            request, every byte read and every wait a 429 asks for (None: no deadline).
+        max_bytes: Bytes one answer may hold (a declared `Content-Length` over it is refused before
+            reading); an error's body is read only as far as its first 64 KiB.
     """
 
     def __init__(
@@ -128,6 +130,8 @@ class QueryAPIClient:
         timeout: float = 300.0,
         retries: int = 3,
         page_rows: int = LOGFIRE_MAX_ROWS,
+        deadline: float | None = DEFAULT_DEADLINE,
+        max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         if importlib.util.find_spec("pyarrow") is None:
             raise StoreError("--source needs the query extra: pip install 'mastrace[query]'")
@@ -135,7 +139,9 @@ class QueryAPIClient:
         threading.Thread(target=importlib.import_module, args=("pyarrow.ipc",), daemon=True).start()
         self.url, self.token, self.timeout, self.retries = url, token, timeout, retries
         self.page_rows = page_rows
-        self._opener = urllib.request.build_opener(_NoRedirect)
+        self.deadline = deadline
+        self.max_bytes = max_bytes
+        self._ends = None if deadline is None else time.monotonic() + deadline
         # What a mastrace serve's store left out or showed once, as its answers say (the most said;
         # None until one said it: answers that do not read `records` do not).
         self.health: StoreHealth | None = None
@@ -150,6 +156,7 @@ class QueryAPIClient:
             QueryRefused: The source answered with an error status (after retrying 429s).
             StoreError: The source cannot be reached or sent something that is not an Arrow stream.
         """
+        import pyarrow
         import pyarrow.ipc
 
         body = {"sql": sql, "min_timestamp": _EPOCH, "limit": limit, "include_schema": True, "explain": False}
@@ -157,7 +164,14 @@ class QueryAPIClient:
             status, headers, content = self._post(json.dumps(body).encode())
             if status != 429 or attempt == self.retries:
                 break
-            time.sleep(_retry_after(headers.get("retry-after")))
+            wait = _retry_after(headers.get("retry-after"))
+            if wait >= self._left():
+                raise QueryRefused(
+                    f"the source at {self.url} is rate limiting queries and asks to wait {wait:g} s, "
+                    f"past the deadline of {self.deadline:g} s (--source-timeout)",
+                    429,
+                )
+            time.sleep(wait)
         if status != 200:
             raise QueryRefused(self._message(status, content, headers), status)
         if headers.get("x-mastrace-skipped-rows") is not None:
@@ -167,14 +181,30 @@ class QueryAPIClient:
             )
             self.health = said if self.health is None else StoreHealth(*map(max, self.health, said))
         try:
-            with pyarrow.ipc.open_stream(content) as reader:
+            with pyarrow.ipc.open_stream(pyarrow.py_buffer(content)) as reader:
                 return reader.read_all()
         except (pyarrow.ArrowException, OSError, ValueError) as exc:  # a cut stream is an OSError
             raise StoreError(
                 f"the source at {self.url} sent an answer that is not an Arrow stream (or cut it short)"
             ) from exc
 
-    def _post(self, body: bytes) -> tuple[int, Any, bytes]:
+    def _left(self) -> float:
+        """Seconds left before the deadline (infinite without one)."""
+        return float("inf") if self._ends is None else self._ends - time.monotonic()
+
+    def _late(self) -> StoreError:
+        return StoreError(
+            f"the source at {self.url} did not answer within the deadline of {self.deadline:g} s "
+            "(--source-timeout)"
+        )
+
+    def _post(self, body: bytes) -> tuple[int, Any, bytes | bytearray]:
+        """One request: status, headers and body, read within the deadline and the byte cap.
+
+        The socket's wait is set to what is left of the deadline before every read, so a source
+        that never answers, or drips one byte at a time, ends at the deadline; a body over
+        `max_bytes` (declared or sent) is refused without being held.
+        """
         headers = {
             "content-type": "application/json",
             "accept": "application/vnd.apache.arrow.stream, application/problem+json;q=0.9",
@@ -182,17 +212,55 @@ class QueryAPIClient:
         }
         if self.token:
             headers["authorization"] = self.token
-        request = urllib.request.Request(self.url + "/v2/query", data=body, headers=headers, method="POST")
+        parts = urllib.parse.urlsplit(self.url)
+        secure = parts.scheme.lower() == "https"
+        connection_type = http.client.HTTPSConnection if secure else http.client.HTTPConnection
+        left = self._left()
+        if left <= 0:
+            raise self._late()
+        connection = connection_type(
+            parts.hostname or "", parts.port, timeout=min(self.timeout, left)
+        )  # a redirect is an answer, never followed: the read token goes nowhere else
         try:
-            with self._opener.open(request, timeout=self.timeout) as response:
-                return int(response.status), response.headers, response.read()
-        except urllib.error.HTTPError as exc:
-            return int(exc.code), exc.headers, exc.read()
-        except (OSError, http.client.HTTPException) as exc:
+            connection.request("POST", (parts.path or "") + "/v2/query", body=body, headers=headers)
+            response = connection.getresponse()
+            status = int(response.status)
+            limit = self.max_bytes if status == 200 else _ERROR_BYTES
+            declared = response.getheader("content-length") or ""
+            if status == 200 and declared.strip().isdigit() and int(declared) > limit:
+                raise StoreError(
+                    f"the source at {self.url} announced an answer of {int(declared):,} bytes, over the "
+                    f"limit of {limit:,} (--source-max-bytes)"
+                )
+            content = bytearray()
+            while True:
+                left = self._left()
+                if left <= 0:
+                    raise self._late()
+                if connection.sock is not None:
+                    connection.sock.settimeout(min(self.timeout, left))
+                chunk = response.read1(_CHUNK)
+                if not chunk:
+                    break
+                content += chunk
+                if len(content) > limit:
+                    if status != 200:
+                        del content[limit:]
+                        break  # an error's first bytes say what it is
+                    raise StoreError(
+                        f"the source at {self.url} sent an answer over the limit of {limit:,} bytes "
+                        "(--source-max-bytes)"
+                    )
+            return status, response.headers, content
+        except TimeoutError as exc:
+            raise self._late() from exc
+        except (OSError, http.client.HTTPException, ValueError) as exc:
             reason = getattr(exc, "reason", exc)
-            raise StoreError(f"cannot reach the source at {self.url}: {reason}") from exc
+            raise StoreError(f"cannot reach the source at {self.url}: {_one_line(str(reason))}") from exc
+        finally:
+            connection.close()
 
-    def _message(self, status: int, content: bytes, headers: Any) -> str:
+    def _message(self, status: int, content: bytes | bytearray, headers: Any) -> str:
         if 300 <= status < 400:
             target = _one_line(str(headers.get("location") or "elsewhere"))
             return (
@@ -281,7 +349,7 @@ def _retry_after(value: str | None) -> float:
         return 1.0
 
 
-def _detail(content: bytes) -> str:
+def _detail(content: bytes | bytearray) -> str:
     try:
         body = json.loads(content)
     except (ValueError, RecursionError):
@@ -301,6 +369,8 @@ class SourceStore(TraceStore):
         token: The read token (Logfire's, or the serve token), or None for a serve on loopback.
         retries: How often a rate-limited query is tried again.
         page_rows: Rows a page asks for from a source that answers no more at once.
+        deadline: Seconds everything asked of the source may take in all (None: no deadline).
+        max_bytes: Bytes one answer of the source may hold.
 
     Example:
         ```python
@@ -310,9 +380,18 @@ class SourceStore(TraceStore):
     """
 
     def __init__(
-        self, url: str, token: str | None = None, *, retries: int = 3, page_rows: int = LOGFIRE_MAX_ROWS
+        self,
+        url: str,
+        token: str | None = None,
+        *,
+        retries: int = 3,
+        page_rows: int = LOGFIRE_MAX_ROWS,
+        deadline: float | None = DEFAULT_DEADLINE,
+        max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
-        self.client = QueryAPIClient(url, token, retries=retries, page_rows=page_rows)
+        self.client = QueryAPIClient(
+            url, token, retries=retries, page_rows=page_rows, deadline=deadline, max_bytes=max_bytes
+        )
         self.paths = []
         self.url = url
         self._loaded: set[str] = set()
@@ -325,6 +404,7 @@ class SourceStore(TraceStore):
         self.limits = None
         self.truncated = False
         self._health = StoreHealth(0, 0)  # the local scan for malformed lines and copies never runs
+        self._copies = 0  # extra copies of spans the source answered (shown once, as a store does)
 
     @property
     def where(self) -> str:
@@ -345,7 +425,8 @@ class SourceStore(TraceStore):
             # What could not be asked is not reported; the command's answer stands.
             with contextlib.suppress(StoreError):
                 self.client.arrow("SELECT 1 AS one FROM records WHERE false", 1)
-        return self.client.health or StoreHealth(0, 0)
+        said = self.client.health or StoreHealth(0, 0)
+        return StoreHealth(said.skipped, max(said.duplicates, self._copies))
 
     def ensure_not_empty(self) -> None:
         if self.client.table("SELECT 1 AS one FROM records LIMIT 1", "one") is None:
@@ -410,7 +491,7 @@ class SourceStore(TraceStore):
             import pyarrow
 
             self._fetched.append(table)
-            _show_records(self.con, pyarrow.concat_tables(self._fetched))
+            self._copies = max(self._copies, _show_records(self.con, pyarrow.concat_tables(self._fetched)))
         self._loaded.update(wanted)
 
     def runs(self, limit: int | None = None) -> list[RunSummary]:
@@ -420,7 +501,7 @@ class SourceStore(TraceStore):
         )
         local, self.con = self.con, _local_connection()
         try:
-            _show_records(self.con, table)
+            self._copies = max(self._copies, _show_records(self.con, table))
             return super().runs(limit)
         finally:
             self.con.close()
@@ -464,9 +545,11 @@ def _local_connection() -> duckdb.DuckDBPyConnection:
 _FETCHED: Final = "_mastrace_fetched"
 
 
-def _show_records(con: duckdb.DuckDBPyConnection, table: Any) -> None:
+def _show_records(con: duckdb.DuckDBPyConnection, table: Any) -> int:
     """Make `records` (and `roots`) read the Arrow `table` of `records` rows in place (None: no rows),
-    with the store's columns and types whatever columns the source had."""
+    with the store's columns and types whatever columns the source had, each span once (as a local
+    store shows it: the copy that ended last); returns how many extra copies were left out."""
+    copies = 0
     if table is None:
         select = ", ".join(f"CAST(NULL AS {t}) AS {name}" for name, (t, _) in COLUMNS.items())
         con.execute(f"CREATE OR REPLACE VIEW {VIEW_NAME} AS SELECT {select} WHERE false")
@@ -478,12 +561,25 @@ def _show_records(con: duckdb.DuckDBPyConnection, table: Any) -> None:
         types = dict(zip(table.column_names, (str(t) for t in table.schema.types), strict=True))
         values = [f"{_column(name, sql_type, types)} AS {name}" for name, (sql_type, _) in COLUMNS.items()]
         keep = "kind IS DISTINCT FROM 'pending_span'" if "kind" in types else "true"  # Logfire's open spans
+        row = con.execute(
+            f'SELECT count(*) - count(DISTINCT ("trace_id", "span_id")) FROM {_FETCHED} WHERE {keep}'
+        ).fetchone()
+        copies = int(row[0]) if row else 0
+        # Only when the source sent copies: the rows otherwise keep the order they came in.
+        once = (
+            "QUALIFY row_number() OVER (PARTITION BY trace_id, span_id "
+            "ORDER BY end_timestamp DESC NULLS LAST) = 1"
+            if copies
+            else ""
+        )
         con.execute(
-            f"CREATE OR REPLACE VIEW {VIEW_NAME} AS SELECT {', '.join(values)} FROM {_FETCHED} WHERE {keep}"
+            f"CREATE OR REPLACE VIEW {VIEW_NAME} AS SELECT * FROM (SELECT {', '.join(values)} "
+            f"FROM {_FETCHED} WHERE {keep}) {once}"
         )
     con.execute(
         f"CREATE OR REPLACE VIEW {ROOTS_VIEW_NAME} AS SELECT * FROM {VIEW_NAME} WHERE parent_span_id IS NULL"
     )
+    return copies
 
 
 def _column(name: str, sql_type: str, present: dict[str, str]) -> str:

@@ -14,10 +14,10 @@ import duckdb
 
 from ..analysis import SourceStore, TraceStore, render_runs
 from ..analysis._select import check_read_only
-from ..analysis._source import source_url
+from ..analysis._source import DEFAULT_MAX_BYTES, source_url
 from ..exceptions import MastraceError
 from ..store._clickhouse import is_clickhouse_url
-from ..store._limits import QueryLimits
+from ..store._limits import QueryLimits, cap_process_memory
 from ..store._retention import parse_size
 from ._output import format_rows, json_default, progress
 from ._terminal import escape_control
@@ -25,7 +25,7 @@ from ._terminal import escape_control
 if TYPE_CHECKING:
     from ..analysis._clickhouse import ClickHouseStore
 
-__all__ = ["cmd_query", "cmd_runs", "cmd_tree", "open_store", "source_token"]
+__all__ = ["cmd_query", "cmd_runs", "cmd_tree", "open_store", "size_arg", "source_token"]
 
 
 SOURCE_TOKEN_VARIABLES = ("LOGFIRE_READ_TOKEN", "MASTRACE_SERVE_TOKEN")
@@ -51,7 +51,14 @@ def open_source(args: argparse.Namespace, *, limits: QueryLimits | None = None) 
             yield store
         return
     token = source_token()
-    with SourceStore(source_url(args.source, token), token) as remote:
+    max_bytes = size_arg(args.source_max_bytes)
+    store = SourceStore(
+        source_url(args.source, token),
+        token,
+        deadline=args.source_timeout or None,
+        max_bytes=max_bytes if max_bytes is not None else DEFAULT_MAX_BYTES,
+    )
+    with store as remote:
         yield remote
         say_health(remote)
 
@@ -98,8 +105,16 @@ def open_store(
 
 
 def say_health(store: TraceStore) -> None:
-    """Say on stderr what the store's views left out as malformed or showed once."""
-    for line in store.health().lines(store.where):
+    """Say on stderr what the store's views left out as malformed or showed once, and the symbolic
+    links and unreadable files in it that every reader skips."""
+    from ..store.reader import unsafe_entries
+
+    lines = store.health().lines(store.where)
+    if store.paths and (skipped := unsafe_entries(store.paths)):
+        lines.append(
+            f"skipped {skipped} symbolic link(s) or unreadable file(s) in {store.where} (never followed)"
+        )
+    for line in lines:
         print(escape_control(f"mastrace: {line}"), file=sys.stderr)
 
 
@@ -155,10 +170,19 @@ def cmd_query(args: argparse.Namespace, out: TextIO) -> int:
     else:
         _one_statement(args.sql)
     limits = _limits(args)
-    with open_store(args, sandbox=sandbox, limits=limits) as store, progress("running query"):
-        store.ensure_not_empty()
-        names, rows = store.table(args.sql)
-        truncated = store.truncated
+    try:
+        with open_store(args, sandbox=sandbox, limits=limits) as store, progress("running query"):
+            store.ensure_not_empty()
+            if limits.memory is not None:
+                # DuckDB's memory limit does not cover every allocation (a repeat(), a list built in
+                # one expression): the kernel holds the statement to it as well, from here on.
+                cap_process_memory(limits.memory)
+            names, rows = store.table(args.sql)
+            truncated = store.truncated
+    except MemoryError:
+        raise MastraceError(
+            f"the query needs more memory than its limit (raise it: --memory {args.memory})"
+        ) from None
     out.write(format_rows(names, rows, args.format))
     if truncated:
         print(
@@ -171,7 +195,7 @@ def cmd_query(args: argparse.Namespace, out: TextIO) -> int:
 def _limits(args: argparse.Namespace) -> QueryLimits:
     return QueryLimits(
         timeout=args.timeout or None,
-        memory=_size_arg(args.memory),
+        memory=size_arg(args.memory),
         max_rows=args.max_rows or None,
     )
 
@@ -197,11 +221,11 @@ def _query_clickhouse(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _size_arg(text: str) -> int | None:
-    """`--memory`: a size such as 2GB, or 0 for DuckDB's own default."""
+def size_arg(text: str) -> int | None:
+    """`--memory`: a size such as 2GB, or 0 for no limit (DuckDB's own default)."""
     if text.strip() in ("0", ""):
         return None
     try:
         return parse_size(text)
     except ValueError as exc:
-        raise MastraceError(f"--memory: {exc}") from None
+        raise MastraceError(f"size: {exc}") from None

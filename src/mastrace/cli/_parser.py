@@ -103,6 +103,20 @@ def _source_arg(parser: argparse.ArgumentParser) -> None:
         help="with a clickhouse:// source: copy at most N spans out of ClickHouse, the newest runs "
         "first (default 2,000,000); a read that was cut says so",
     )
+    parser.add_argument(
+        "--source-timeout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="with --source: give up after this many seconds in all, waits for a rate limit included "
+        "(default 300; 0: no deadline)",
+    )
+    parser.add_argument(
+        "--source-max-bytes",
+        default="150MB",
+        metavar="SIZE",
+        help="with --source: refuse an answer larger than this (default 150MB)",
+    )
 
 
 def _one_store(parser: argparse.ArgumentParser, what: str) -> None:
@@ -337,7 +351,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="TOKEN",
         default=None,
         help="require Authorization: Bearer TOKEN on every request (intake, UI and API; a page opened "
-        "once with ?token=TOKEN keeps a cookie); default $MASTRACE_SERVE_TOKEN; required off loopback",
+        "once with ?token=TOKEN keeps a cookie); default $MASTRACE_SERVE_TOKEN; required off loopback. "
+        "On the command line the token is visible to every user of the machine (ps): prefer "
+        "--token-file or the environment",
+    )
+    serve.add_argument(
+        "--token-file",
+        metavar="PATH",
+        default=None,
+        help="read the token from this file (its first line), instead of --token",
     )
     serve.add_argument(
         "--allow-host",
@@ -377,6 +399,20 @@ def build_parser() -> argparse.ArgumentParser:
         "store(s): arbitrary_query, schema_reference, find_exceptions_in_file, logfire_link (Logfire's "
         "names and arguments), list_runs, trace_tree, analyze, diff. Add it to a client with: "
         "claude mcp add mastrace -- mastrace mcp --store /path/to/.mastrace",
+    )
+    mcp.add_argument(
+        "--timeout",
+        type=float,
+        default=120.0,
+        metavar="SECONDS",
+        help="stop a tool's SQL statement after this many seconds (default 120; 0: no limit)",
+    )
+    mcp.add_argument(
+        "--memory",
+        default=f"{(limits.memory or 0) // 1000**3}GB",
+        metavar="SIZE",
+        help=f"memory a tool's SQL may use, held by DuckDB and by the operating system (default "
+        f"{(limits.memory or 0) // 1000**3}GB; 0: no limit); nothing is spilled to disk",
     )
     mcp.add_argument(
         "--serve-url",

@@ -29,7 +29,7 @@ def cmd_prune(args: argparse.Namespace, out: TextIO) -> int:
     except ValueError as exc:
         raise MastraceError(str(exc)) from None
     for store in store_paths(args.store):
-        if not (store / "segments").is_dir():
+        if not (store / "segments").is_dir() and not (store / "segments").is_symlink():
             raise MastraceError(f"no local store at {store} (pass --store DIR or set MASTRACE_DIR)")
         result = prune(store, retention, dry_run=args.dry_run)
         verb = "would remove" if args.dry_run else "removed"
@@ -39,8 +39,13 @@ def cmd_prune(args: argparse.Namespace, out: TextIO) -> int:
             if result.active
             else ""
         )
+        links = (
+            f"; skipped {result.links} symbolic link(s) inside the store (never followed)"
+            if result.links
+            else ""
+        )
         out.write(
             f"{verb} {len(result.removed)} segment(s) ({_megabytes(result.freed)}) from {store}; "
-            f"kept {result.kept} ({_megabytes(result.kept_bytes)}){active}\n"
+            f"kept {result.kept} ({_megabytes(result.kept_bytes)}){active}{links}\n"
         )
     return 0

@@ -13,10 +13,11 @@ sent only once the receiver gave an OTLP answer, after retries as it asks (see `
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -27,7 +28,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from ..exceptions import MastraceError, StoreError
 from ..exporters.otlp import destination_key
 from ..store._clickhouse import is_clickhouse_url
-from ..store._replay import PushState, StoredSpan, live_acked, read_segment, segment_paths
+from ..store._replay import PushState, StoredSpan, live_acked, read_segment, segment_paths, state_path
 from ..store._retention import parse_duration
 from ._forward import Delivery, Sender, endpoint_identity, grpc_sender, http_sender
 from ._output import progress
@@ -211,7 +212,46 @@ def _push_store(
     since: int | None,
     counts: _Counts,
 ) -> None:
-    """Push one store, adding to `counts`; each batch is marked as sent once the receiver took it."""
+    """Push one store, adding to `counts`; each batch is marked as sent once the receiver took it.
+
+    One push of a store to a destination runs at a time (an exclusive lock on a file beside its push
+    record): a second one waits, then reads what the first recorded, and so sends no span twice.
+    """
+    with _push_lock(store, key):
+        _push_locked(store, key, names, send, traces, since, counts)
+
+
+@contextlib.contextmanager
+def _push_lock(store: Path, key: str) -> Iterator[None]:
+    """Hold the lock of pushes of `store` to the destination `key` (waiting for another push's)."""
+    path = state_path(store, key).with_suffix(".lock")
+    if path.parent.is_symlink():
+        raise MastraceError(f"{path.parent} is a symbolic link: the push record is not written through it")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        raise MastraceError(f"cannot lock {path}: {exc.strerror or exc}") from exc
+    try:
+        if sys.platform != "win32":
+            import fcntl
+
+            fcntl.flock(fd, fcntl.LOCK_EX)  # released when closed, or when the process ends
+        yield
+    finally:
+        os.close(fd)
+
+
+def _push_locked(
+    store: Path,
+    key: str,
+    names: list[str],
+    send: Sender,
+    traces: set[str] | None,
+    since: int | None,
+    counts: _Counts,
+) -> None:
     try:
         state = PushState.load(store, key, aliases=names)
     except ValueError as exc:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import signal
+import sys
 import threading
 from typing import TextIO
 from urllib.parse import quote
+
+from ..exceptions import MastraceError
 
 __all__ = ["cmd_serve", "ui_url"]
 
@@ -18,19 +21,44 @@ def ui_url(host: str, port: int, token: str | None = None) -> str:
     return base + (f"?token={quote(token, safe='')}" if token else "")
 
 
+def _token_from_file(path: str) -> str:
+    """The token in the first line of the file at `path`."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            token = file.readline().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MastraceError(
+            f"cannot read the token file {path}: {getattr(exc, 'strerror', None) or exc}"
+        ) from None
+    if not token:
+        raise MastraceError(f"the token file {path} is empty")
+    return token
+
+
 def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     """Listen for OTLP/HTTP and OTLP/gRPC and write what arrives into the store."""
     from ..serve import resolve_token, start_intake
     from ..store.reader import store_paths
 
     (store,) = store_paths(args.store)
+    token = args.token
+    if args.token_file is not None:
+        if token is not None:
+            raise MastraceError("give --token or --token-file, not both")
+        token = _token_from_file(args.token_file)
+    elif token is not None:
+        print(
+            "mastrace serve: warning: a token on the command line is visible to every user of this machine "
+            "(ps); use --token-file or MASTRACE_SERVE_TOKEN",
+            file=sys.stderr,
+        )
     server = start_intake(
         store,
         host=args.host,
         http_port=None if args.http_port < 0 else args.http_port,
         grpc_port=None if args.grpc_port < 0 else args.grpc_port,
         scrub=not args.no_scrubbing,
-        token=resolve_token(args.token),
+        token=resolve_token(token),
         allow_hosts=tuple(args.allow_host or ()),
         to=args.to,
         source=args.source,

@@ -3,21 +3,28 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field
 
 from .. import semconv
 from ..exceptions import MastraceError
 from ..store.reader import StorePaths
-from ._tools import DEFAULT_SERVE_URL, MAX_TREE_SPANS, Tools
+from ._tools import (
+    DEFAULT_SERVE_URL,
+    MAX_CHARS,
+    MAX_TREE_SPANS,
+    MCP_LIMITS,
+    QUERY_SECONDS,
+    Tools,
+    bounded_text,
+    framed,
+)
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
 __all__ = ["INSTRUCTIONS", "build_server"]
-
-T = TypeVar("T")
 
 INSTRUCTIONS = f"""\
 Traces of multi-agent runs recorded by mastrace, in a table `records` with Logfire's columns (one row
@@ -51,8 +58,21 @@ Baseline = Annotated[
 Seed = Annotated[int, Field(description="the bootstrap's seed")]
 
 
+def _safe(text: str) -> str:
+    """`text` capped at the answer size, control characters escaped, framed as untrusted data."""
+    from ..cli._terminal import escape_control
+
+    inner = bounded_text(escape_control(text), MAX_CHARS - 400)
+    return framed(inner)
+
+
 def build_server(
-    stores: StorePaths = None, *, serve_url: str = DEFAULT_SERVE_URL, source: str | None = None
+    stores: StorePaths = None,
+    *,
+    serve_url: str = DEFAULT_SERVE_URL,
+    memory: int | None = MCP_LIMITS.memory,
+    max_seconds: float | None = QUERY_SECONDS,
+    source: str | None = None,
 ) -> MCPServer:
     """An MCP server whose tools read the store(s) at `stores`.
 
@@ -63,6 +83,8 @@ def build_server(
     Args:
         stores: The store folder(s); default `$MASTRACE_DIR` or `./.mastrace`.
         serve_url: The address of `mastrace serve`, for the links `logfire_link` returns.
+        memory: Bytes DuckDB may use for one SQL statement (None: DuckDB's default).
+        max_seconds: Stop a SQL statement running longer than this (None: never).
         source: A `clickhouse://` or `chdb://` URL whose `otel_traces` the tools read instead.
 
     Raises:
@@ -74,17 +96,24 @@ def build_server(
 
     from .. import __version__
 
-    tools = Tools(stores, serve_url, source=source)
+    tools = Tools(stores, serve_url, max_seconds=max_seconds, memory=memory, source=source)
+    memory_text = f"{memory:,} bytes" if memory is not None else "the machine's memory"
     server: MCPServer = MCPServer(
         "mastrace", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING"
     )
     read_only = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
 
-    def answer(call: Callable[..., T], *args: Any) -> T:
+    def answer(call: Callable[..., str], *args: Any) -> str:
+        # Every answer, errors included, is capped, has its control characters shown as escapes and
+        # is framed as data: span text (and errors echoing SQL or values) is no instruction.
         try:
-            return call(*args)
+            return _safe(call(*args))
         except MastraceError as exc:  # a bad argument or SQL: the model reads the message
-            raise ToolError(str(exc)) from None
+            raise ToolError(_safe(str(exc))) from None
+        except MemoryError:
+            raise ToolError(
+                _safe(f"query failed: Out of Memory Error: over the limit of {memory_text}")
+            ) from None
 
     @server.tool(annotations=read_only)
     def arbitrary_query(query: Query, age: Age = None) -> str:

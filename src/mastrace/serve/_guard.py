@@ -20,10 +20,12 @@ cookies a browser does not tell apart by port) each keep their own.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import ipaddress
 import os
+import re
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -31,11 +33,14 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 from ..exceptions import ConfigError
 
 __all__ = [
+    "SAFETY_HEADERS",
+    "STRICT_POLICY",
     "TOKEN_COOKIE",
     "TOKEN_ENV",
     "Guard",
     "is_loopback",
     "needs_token",
+    "page_policy",
     "resolve_token",
 ]
 
@@ -45,7 +50,8 @@ _LOOPBACK_NAMES: Final = frozenset({"localhost", "localhost.localdomain", "ip6-l
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+Message = MutableMapping[str, Any]
+Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
@@ -97,6 +103,36 @@ def _is_address(name: str) -> bool:
     return True
 
 
+_INTAKE_PATHS: Final = frozenset({"/v1/traces", "/v1/metrics"})
+_INLINE_SCRIPT = re.compile(r"<script>(.*?)</script>", re.DOTALL)
+STRICT_POLICY: Final = "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+"""The Content-Security-Policy of every answer that is not a page: nothing in it may load or run."""
+SAFETY_HEADERS: Final = (
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"cross-origin-resource-policy", b"same-origin"),
+)
+
+
+def page_policy(html: str) -> str:
+    """The Content-Security-Policy of a UI page: its own scripts (the inline ones by their hash), style
+    sheets and pictures from this server (or inline), requests to this server only, never framed.
+
+    Span text a page shows can then neither run nor fetch anything from another origin, even if some
+    path let it into the markup.
+    """
+    hashes = " ".join(
+        "'sha256-" + base64.b64encode(hashlib.sha256(body.encode()).digest()).decode() + "'"
+        for body in _INLINE_SCRIPT.findall(html)
+    )
+    return (
+        f"default-src 'none'; script-src 'self' {hashes}; style-src 'self' 'unsafe-inline'; "
+        "img-src 'self' data:; font-src 'self' data:; connect-src 'self'; manifest-src 'self'; "
+        "frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+    )
+
+
 class Guard:
     """The ASGI middleware that checks every HTTP request before any route sees it (see the module).
 
@@ -123,7 +159,7 @@ class Guard:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or ()}
-        refusal = self._refusal(headers)
+        refusal = self._refusal(headers, str(scope.get("path", "")))
         tokenless = refusal is None and self.token is not None and not self._token_given(headers)
         if scope["type"] == "websocket" and (refusal or tokenless):
             await send({"type": "websocket.close", "code": 1008})
@@ -143,9 +179,9 @@ class Guard:
                 send, 401, "a token is required (Authorization: Bearer …)", [(b"www-authenticate", b"Bearer")]
             )
             return
-        await self.app(scope, receive, send)
+        await self.app(scope, receive, _with_safety_headers(send))
 
-    def _refusal(self, headers: dict[str, str]) -> str | None:
+    def _refusal(self, headers: dict[str, str], path: str = "") -> str | None:
         """Why the request is refused (403), or None."""
         host = headers.get("host")
         if host is not None and not self.host_allowed(_hostname(host)):
@@ -159,9 +195,24 @@ class Guard:
             same = host is not None and name == _hostname(host)
             if not name or not (is_loopback(name) or name in self.allowed or "*" in self.allowed or same):
                 return f"requests from the web page at {origin!r} are refused"
+            # A page on another port of this host (any local program's) is another origin: it reads
+            # nothing without the token in its own Authorization header (a cookie is sent to every
+            # port of a host, so it does not count).
+            reading = path not in _INTAKE_PATHS  # a page may send spans (an OTLP exporter in a web app)
+            if reading and not _same_origin(origin, host) and not self._bearer_given(headers):
+                return f"requests from the web page at {origin!r} (another origin) need the token"
         if headers.get("sec-fetch-site") == "cross-site":
             return "requests from another site's web page are refused"
         return None
+
+    def _bearer_given(self, headers: dict[str, str]) -> bool:
+        """Whether the request carries the token in `Authorization` (never true without a token)."""
+        if self.token is None:
+            return False
+        value = headers.get("authorization", "").strip()
+        if value[:7].lower() == "bearer ":
+            value = value[7:].strip()
+        return bool(value) and hmac.compare_digest(value.encode("latin-1"), self.token.encode())
 
     def _token_given(self, headers: dict[str, str]) -> bool:
         assert self.token is not None
@@ -191,9 +242,40 @@ class Guard:
         await _answer(send, 303, "", [(b"location", location.encode()), (b"set-cookie", cookie.encode())])
 
 
+def _same_origin(origin: str, host: str | None) -> bool:
+    """Whether the page at `origin` is this server's own (same host and port as the `Host` it asked)."""
+    if host is None:
+        return False
+    parts = urlsplit(origin)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        asked = urlsplit(f"//{host}")
+        asked_port = asked.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return False
+    return (parts.hostname or "") == (asked.hostname or "") and port == asked_port
+
+
+def _with_safety_headers(send: Send) -> Send:
+    """`send` adding `SAFETY_HEADERS` and (unless the route set its own) `STRICT_POLICY` to the answer."""
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = list(message.get("headers") or ())
+            names = {name.lower() for name, _ in headers}
+            headers += [(name, value) for name, value in SAFETY_HEADERS if name not in names]
+            if b"content-security-policy" not in names:
+                headers.append((b"content-security-policy", STRICT_POLICY.encode()))
+            message = {**message, "headers": headers}
+        await send(message)
+
+    return sending
+
+
 async def _answer(
     send: Send, status: int, text: str, headers: list[tuple[bytes, bytes]] | None = None
 ) -> None:
+    send = _with_safety_headers(send)
     body = text.encode("utf-8")
     await send(
         {

@@ -269,6 +269,7 @@ _TITLES: Final = {
     401: "Unauthorized",
     406: "Not Acceptable",
     413: "Request too large",
+    415: "Unsupported Media Type",
     422: "Invalid request",
     429: "Too many queries",
 }
@@ -303,6 +304,18 @@ async def _read_body(request: Any, limit: int) -> bytes:
     return b"".join(parts)
 
 
+def without_paths(text: str, store: Path) -> str:
+    """`text` with the store's absolute path and the user's home shown as `<store>` and `~`: a
+    client learns nothing of the server's folders from an error."""
+    import os
+
+    for folder, shown in ((store.resolve(), "<store>"), (store, "<store>"), (Path.home(), "~")):
+        name = str(folder)
+        if len(name) > 1:
+            text = text.replace(name.rstrip(os.sep), shown)
+    return text
+
+
 def health_headers(skipped: int, duplicates: int) -> dict[str, str]:
     """What a store's views left out or showed once, said on every answer read from it."""
     return {"X-Mastrace-Skipped-Rows": str(skipped), "X-Mastrace-Duplicate-Spans": str(duplicates)}
@@ -322,7 +335,7 @@ def _start(
     import duckdb
 
     from ..analysis import TraceStore
-    from ..analysis._select import TimeLimit, bounded_relation
+    from ..analysis._select import TimeLimit, bounded_relation, check_no_paths
     from ..analysis._wire import arrow_body, csv_body, json_body
     from ..exceptions import StoreError
     from ..store._limits import DEFAULT_QUERY_LIMITS
@@ -346,6 +359,7 @@ def _start(
         traces.close()
 
     try:
+        check_no_paths(request.sql)
         relation = bounded_relation(traces, request.sql, request.window, request.limit)
         if request.media == JSON_MEDIA:
             chunks = json_body(relation, include_schema=request.include_schema)
@@ -355,10 +369,12 @@ def _start(
         health = traces.health_found()
     except StoreError as exc:
         close()
-        raise QueryProblem(400, str(exc).removeprefix("query failed: ")) from None
+        raise QueryProblem(400, without_paths(str(exc).removeprefix("query failed: "), store)) from None
     except duckdb.Error as exc:
         close()
-        raise QueryProblem(400, limit.message if limit.stopped(exc) else str(exc)) from None
+        raise QueryProblem(
+            400, limit.message if limit.stopped(exc) else without_paths(str(exc), store)
+        ) from None
     except ImportError:
         close()
         raise QueryProblem(406, "Arrow answers need pyarrow: pip install 'mastrace[query]'") from None
@@ -419,6 +435,10 @@ def query_routes(
         try:
             if not allowed(request):
                 raise QueryProblem(401, "the read token is not accepted")
+            kind = (request.headers.get("content-type") or "").split(";", 1)[0].strip().lower()
+            if kind != JSON_MEDIA and not kind.endswith("+json"):
+                # a web form or text/plain body (which a page may send anywhere without asking) is refused
+                raise QueryProblem(415, f"the body must be {JSON_MEDIA}, not {kind or 'untyped'}")
             parsed = parse_query_request(await _read_body(request, MAX_REQUEST_BYTES), accept, max_rows)
             if not slots.take():
                 raise QueryProblem(429, "every query slot is busy: retry in a second", retry_after=1)
@@ -436,7 +456,8 @@ def query_routes(
     async def token_info(request: Request) -> Response:
         if not allowed(request):
             return _problem_response(QueryProblem(401, "the read token is not accepted"), "")
-        return JSONResponse({"organization_name": "mastrace", "project_name": str(store)})
+        # The folder's name, never its absolute path (which tells a client the user's home and layout).
+        return JSONResponse({"organization_name": "mastrace", "project_name": store.name or "store"})
 
     return [
         Route("/v2/query", v2_query, methods=["POST"]),

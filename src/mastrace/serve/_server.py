@@ -202,9 +202,24 @@ def _protocol(header_timeout: float) -> type:
     return HeaderTimeoutProtocol
 
 
+def _check_free(host: str, port: int) -> None:
+    """Refuse a gRPC port another process listens on, with the one line a taken HTTP port gets
+    (grpcio would print its own error first, or share the port through SO_REUSEPORT)."""
+    import socket
+
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise MastraceError(f"cannot listen for OTLP/gRPC on {host}:{port}: {exc.strerror}") from exc
+
+
 def _grpc_server(
     intake: Intake, host: str, port: int, options: ServeOptions, pool: futures.ThreadPoolExecutor
 ) -> tuple[Any, int]:
+    if port:
+        _check_free(host, port)
     import grpc
     from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
@@ -225,13 +240,19 @@ def _grpc_server(
             ("grpc.max_receive_message_length", options.max_body),
             # Each message in flight is held decoded: as many as the HTTP budget allows bodies.
             ("grpc.max_concurrent_streams", 4),
+            # grpcio binds with SO_REUSEPORT by default: a second serve would share the port (and
+            # the spans) silently. Off, a taken port is refused as the HTTP port is.
+            ("grpc.so_reuseport", 0),
         ],
         maximum_concurrent_rpcs=max(1, options.max_in_flight // options.max_body),
     )
     trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Service(), server)  # type: ignore[no-untyped-call]
-    bound = server.add_insecure_port(f"{host}:{port}")
+    try:
+        bound = server.add_insecure_port(f"{host}:{port}")
+    except RuntimeError:  # grpcio raises where older versions returned 0
+        bound = 0
     if not bound:
-        raise MastraceError(f"cannot listen for OTLP/gRPC on {host}:{port}")
+        raise MastraceError(f"cannot listen for OTLP/gRPC on {host}:{port} (is the port taken?)")
     server.start()
     return server, bound
 

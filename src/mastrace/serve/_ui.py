@@ -28,6 +28,7 @@ from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any
 
+from ._guard import page_policy
 from ._query_api import health_headers
 
 __all__ = ["ui_routes"]
@@ -249,8 +250,13 @@ def ui_routes(store: Path, pool: Executor | None = None, source: str | None = No
             return PlainTextResponse(str(exc), status)
         return value, {**headers, "ETag": tag, "Cache-Control": "no-cache"}
 
+    def html(text: str, headers: Mapping[str, str] | None = None) -> Response:
+        # Every page carries its own Content-Security-Policy: its inline scripts by hash, nothing
+        # fetched or run from another origin (see `page_policy`).
+        return HTMLResponse(text, headers={**(headers or {}), "Content-Security-Policy": page_policy(text)})
+
     async def page(request: Request) -> Response:
-        return HTMLResponse(index)
+        return html(index)
 
     async def static(request: Request) -> Response:
         """The script and style sheet the pages share."""
@@ -260,7 +266,7 @@ def ui_routes(store: Path, pool: Executor | None = None, source: str | None = No
         return Response(found[0], media_type=f"{found[1]}; charset=utf-8")
 
     async def run(request: Request) -> Response:
-        return HTMLResponse(run_page)
+        return html(run_page)
 
     async def api_runs(request: Request) -> Response:
         """Runs, newest first; `q` keeps those with a span whose name, message or attributes contain
@@ -304,7 +310,7 @@ def ui_routes(store: Path, pool: Executor | None = None, source: str | None = No
             await asyncio.get_running_loop().run_in_executor(pool, check_refs, a, b)
         except StoreError as exc:
             return PlainTextResponse(f"no diff: {exc}", 404)
-        return HTMLResponse(diff_page)
+        return html(diff_page)
 
     async def api_diff(request: Request) -> Response:
         """`mastrace diff` as JSON: `a` and `b` are trace ids, prefixes, `previous` or `latest`."""
@@ -319,7 +325,7 @@ def ui_routes(store: Path, pool: Executor | None = None, source: str | None = No
         answer = await off_loop(request, read_view, request.path_params["trace_id"])
         if isinstance(answer, Response):
             return answer
-        return HTMLResponse(answer[0], headers=answer[1])
+        return html(answer[0], answer[1])
 
     async def api_graph(request: Request) -> Response:
         """The run's coordination graph: nodes (agents, tools, MCP servers) with positions, edges."""
@@ -332,7 +338,7 @@ def ui_routes(store: Path, pool: Executor | None = None, source: str | None = No
         answer = await off_loop(request, read_report, request.path_params["trace_id"])
         if isinstance(answer, Response):
             return answer
-        return HTMLResponse(answer[0], headers=answer[1])
+        return html(answer[0], answer[1])
 
     return [
         Route("/", page),

@@ -205,7 +205,10 @@ def report_page(markdown: str, trace_id: str, graph: CoordinationGraph | None = 
     with `graph`, its coordination graph as an inline SVG (names escaped) at the end."""
     from markdown_it import MarkdownIt
 
-    body = MarkdownIt("commonmark", {"html": False}).enable("table").render(markdown)
+    # Span text is text: a name, a message or an exception written as Markdown must not become an
+    # image (a tracking pixel) or a link, so those rules are off and such text shows as written.
+    parser = MarkdownIt("commonmark", {"html": False}).enable("table").disable(["image", "link", "autolink"])
+    body = parser.render(markdown)
     ref = html.escape(trace_id, quote=True)
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,">'

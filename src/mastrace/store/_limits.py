@@ -9,6 +9,7 @@ nothing spilled to disk, and a timer that interrupts the statement when its time
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Final, TypeVar
 if TYPE_CHECKING:  # DuckDB is imported where it is used: the CLI's parser reads the defaults here
     import duckdb
 
-__all__ = ["DEFAULT_QUERY_LIMITS", "QueryLimits", "QueryTimeout", "run_limited"]
+__all__ = ["DEFAULT_QUERY_LIMITS", "QueryLimits", "QueryTimeout", "cap_process_memory", "run_limited"]
 
 T = TypeVar("T")
 
@@ -51,6 +52,39 @@ class QueryLimits:
 
 DEFAULT_QUERY_LIMITS: Final = QueryLimits()
 """What `mastrace query` runs under unless told otherwise: 60 s, 2 GB, 100,000 rows."""
+
+
+def cap_process_memory(extra: int) -> int | None:
+    """Let this process's memory grow by at most `extra` bytes from now, enforced by the kernel.
+
+    DuckDB's `memory_limit` covers its buffer manager, not every allocation: one `repeat()` or a
+    list built in a single expression allocates outside it, and Python then copies the result. A
+    process that only answers queries (`mastrace query`, `mastrace mcp`) caps its data segment
+    (`RLIMIT_DATA`: heap and private writable mappings) at what it holds now plus `extra`; an
+    allocation past it fails (DuckDB: "Out of Memory Error", Python: `MemoryError`) instead of
+    taking the machine's memory. Never lowers a limit already set. Linux only (elsewhere: nothing).
+
+    Returns:
+        The cap set, in bytes, or None when none could be set.
+    """
+    try:
+        import resource
+
+        status = open("/proc/self/status").read()  # noqa: SIM115 - tiny, read once
+    except (ImportError, OSError):
+        return None
+    found = re.search(r"^VmData:\s+(\d+) kB", status, re.MULTILINE)
+    if found is None:
+        return None
+    cap = int(found.group(1)) * 1024 + int(extra)
+    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    if soft != resource.RLIM_INFINITY and soft <= cap:
+        return soft
+    try:
+        resource.setrlimit(resource.RLIMIT_DATA, (cap, hard))
+    except (ValueError, OSError):
+        return None
+    return cap
 
 
 class QueryTimeout(Exception):

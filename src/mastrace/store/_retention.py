@@ -107,6 +107,7 @@ class PruneResult:
     kept: int = 0
     kept_bytes: int = 0
     active: int = 0  # segments too recent to remove
+    links: int = 0  # symbolic links in the store, skipped: never deleted through, never followed
 
 
 @dataclass
@@ -146,16 +147,37 @@ def _held(path: Path) -> bool:
     return False
 
 
-def _segments(store: Path) -> list[_Segment]:
+def _segments(store: Path, result: PruneResult) -> list[_Segment]:
+    """The store's segments, oldest first; a symbolic link (a folder or a file) is counted in
+    `result.links` and left out: another store's files are never removed through one."""
     out: list[_Segment] = []
     folder = store / SEGMENTS_DIR
+    if folder.is_symlink():
+        result.links += 1
+        return out
     if not folder.is_dir():
         return out
+    side_dirs = []
+    for name in (ROOTS_DIR, SKELETON_DIR):
+        linked = (store / name).is_symlink()
+        result.links += linked
+        side_dirs.append(None if linked else store / name)
     for path in folder.iterdir():
         if not path.name.endswith(SEGMENT_SUFFIX):
             continue
+        if path.is_symlink():
+            result.links += 1
+            continue
         stem = path.name[: -len(SEGMENT_SUFFIX)]
-        side = [store / ROOTS_DIR / path.name, store / SKELETON_DIR / f"{stem}{SKELETON_SUFFIX}"]
+        roots, skeleton = side_dirs
+        side = [
+            file
+            for file in (
+                roots / path.name if roots else None,
+                skeleton / f"{stem}{SKELETON_SUFFIX}" if skeleton else None,
+            )
+            if file is not None and not file.is_symlink()
+        ]
         try:
             stat = path.stat()
         except OSError:
@@ -189,7 +211,7 @@ def prune(
     root = Path(store)
     now = time.time() if now is None else now
     result = PruneResult()
-    segments = _segments(root)
+    segments = _segments(root, result)
     total = sum(s.size for s in segments)
     for segment in segments:
         active = segment.path.name in keep or now - segment.mtime < ACTIVE_SECONDS
@@ -233,7 +255,7 @@ def _remove(segment: _Segment) -> bool:
 def _forget_pushed(store: Path, names: set[str]) -> None:
     """Drop the removed segments from the records of what `mastrace push` sent (keyed by segment)."""
     folder = store / _PUSHED_DIR
-    if not folder.is_dir():
+    if folder.is_symlink() or not folder.is_dir():
         return
     for record in folder.glob("*.json"):
         try:

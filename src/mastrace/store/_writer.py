@@ -33,6 +33,7 @@ the two writes leaves that batch's roots out of the roots file.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import socket
 import threading
@@ -60,7 +61,18 @@ from ._schema import (
 __all__ = ["DEFAULT_SEGMENT_BYTES", "LocalStoreExporter"]
 
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
-_OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
+# O_NOFOLLOW: a file planted as a symbolic link in the store is never written through.
+_OPEN_FLAGS = (
+    os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+)
+
+
+def _own_folder(folder: Path) -> None:
+    """Create `folder` (a folder of the store) if missing; refuse one that is a symbolic link, which
+    would make the writer write into another folder (another store, or anywhere)."""
+    if folder.is_symlink():
+        raise OSError(errno.ELOOP, f"{folder} is a symbolic link: the store is not written through it")
+    folder.mkdir(parents=True, exist_ok=True)
 
 
 def _safe_hostname() -> str:
@@ -292,7 +304,7 @@ class LocalStoreExporter(SpanExporter):
             warn_once("store.retention", f"mastrace: could not apply retention to {self.path}: {exc!r}")
 
     def _open_segment(self) -> None:
-        self.segments_dir.mkdir(parents=True, exist_ok=True)
+        _own_folder(self.segments_dir)
         pid = os.getpid()
         self._seq += 1
         name = f"{self._host}-{pid}-{time.time_ns()}-{self._seq}{SEGMENT_SUFFIX}"
@@ -371,7 +383,7 @@ class LocalStoreExporter(SpanExporter):
 
 def _open_append(path: Path) -> int:
     """A descriptor appending to the side file `path`, created (with its folder) if missing."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    _own_folder(path.parent)
     return os.open(path, _OPEN_FLAGS, 0o644)
 
 

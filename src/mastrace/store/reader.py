@@ -115,9 +115,38 @@ def store_paths(path: StorePaths) -> list[Path]:
 
 
 def _files(folder: Path) -> list[Path]:
-    if not folder.is_dir():
+    """The store's files in `folder`, sorted; symbolic links (the folder itself, or a file) and files
+    this process cannot read are left out (see `unsafe_entries`): a link would reach outside the
+    store (and out of a sandboxed statement's reach, failing every statement), an unreadable file
+    would fail every statement too."""
+    if folder.is_symlink() or not folder.is_dir():
         return []
-    return sorted(p for p in folder.iterdir() if p.name.endswith(SEGMENT_SUFFIX) and p.is_file())
+    return sorted(
+        p
+        for p in folder.iterdir()
+        if p.name.endswith(SEGMENT_SUFFIX) and not p.is_symlink() and p.is_file() and os.access(p, os.R_OK)
+    )
+
+
+def unsafe_entries(path: StorePaths = None) -> int:
+    """How many symbolic links (folders or files) and unreadable files the store(s) hold where
+    segments, roots and skeletons are: each is left out by every reader, and said."""
+    count = 0
+    for store in store_paths(path):
+        for name in (SEGMENTS_DIR, ROOTS_DIR, SKELETON_DIR):
+            folder = store / name
+            if folder.is_symlink():
+                count += 1
+                continue
+            if not folder.is_dir():
+                continue
+            with contextlib.suppress(OSError):
+                count += sum(
+                    1
+                    for p in folder.iterdir()
+                    if p.is_symlink() or (p.is_file() and not os.access(p, os.R_OK))
+                )
+    return count
 
 
 def segment_files(path: StorePaths = None) -> list[Path]:
@@ -175,7 +204,10 @@ def skeleton_files(path: StorePaths = None) -> tuple[list[SkeletonFile], list[Pa
     for store in store_paths(path):
         folder = store / SKELETON_DIR
         try:
-            names = {p.name for p in folder.iterdir() if p.is_file()}
+            linked = folder.is_symlink()
+            names = (
+                set() if linked else {p.name for p in folder.iterdir() if p.is_file() and not p.is_symlink()}
+            )
         except OSError:  # no skeleton folder, or one that cannot be listed: read the segments' JSON
             names = set()
         for segment in _files(store / SEGMENTS_DIR):
@@ -265,6 +297,17 @@ def readable_files(files: Sequence[str | os.PathLike[str]]) -> list[str]:
     return out
 
 
+def _has_unsafe(folder: Path) -> bool:
+    """Whether `folder` holds a file its glob would match that `_files` leaves out."""
+    try:
+        return any(
+            p.name.endswith(SEGMENT_SUFFIX) and (p.is_symlink() or not os.access(p, os.R_OK))
+            for p in folder.iterdir()
+        )
+    except OSError:
+        return False
+
+
 def _source(stores: list[Path], folder: str) -> tuple[str, int]:
     """The `read_json` source over the stores' files in `folder` (or an empty relation), and how many
     over-long lines it leaves out."""
@@ -276,7 +319,7 @@ def _source(stores: list[Path], folder: str) -> tuple[str, int]:
             continue
         readable, skipped = _readable(files)
         left_out += skipped
-        if skipped or any(c in str(store) for c in _GLOB_CHARS):
+        if skipped or _has_unsafe(store / folder) or any(c in str(store) for c in _GLOB_CHARS):
             # DuckDB globs cannot leave a file out nor escape these: list today's files instead.
             sources.extend(readable)
         else:  # files are matched per query, so files written later are seen too
@@ -423,6 +466,9 @@ def connect(
             folders = [str(s / d) + os.sep for s in stores for d in (SEGMENTS_DIR, ROOTS_DIR, SKELETON_DIR)]
             # and where copies of files with lines too long to read go (see `_lines`)
             folders.append(str(readable_copies_folder()) + os.sep)
+            # DuckDB lets SQL read its temporary folder (by default `.tmp` in the working folder):
+            # nothing spills there, so nothing outside the store is readable.
+            con.execute("SET temp_directory = ''")
             con.execute("SET allowed_directories = ?", [folders])
             con.execute("SET enable_external_access = false")
             con.execute("SET lock_configuration = true")
