@@ -52,13 +52,13 @@ def open_source(args: argparse.Namespace, *, limits: QueryLimits | None = None) 
         return
     token = source_token()
     max_bytes = size_arg(args.source_max_bytes)
-    store = SourceStore(
+    source = SourceStore(
         source_url(args.source, token),
         token,
         deadline=args.source_timeout or None,
         max_bytes=max_bytes if max_bytes is not None else DEFAULT_MAX_BYTES,
     )
-    with store as remote:
+    with source as remote:
         yield remote
         say_health(remote)
 
