@@ -22,12 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from ._schema import ROOTS_DIR, SEGMENT_SUFFIX, SEGMENTS_DIR, SKELETON_DIR, SKELETON_SUFFIX
+from ._manifest import MANIFEST_SUFFIX, Manifest, clear_leftovers, list_store, side_files, store_lock
 
 __all__ = [
     "ACTIVE_SECONDS",
     "PruneResult",
     "Retention",
+    "held",
     "parse_duration",
     "parse_retention",
     "parse_size",
@@ -115,6 +116,7 @@ class _Segment:
     side_files: list[Path]
     size: int
     mtime: float
+    compacted: Manifest | None = None  # a compacted file: removed with its manifest, never held
 
 
 def hold(fd: int) -> None:
@@ -127,7 +129,7 @@ def hold(fd: int) -> None:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
 
 
-def _held(path: Path) -> bool:
+def held(path: Path) -> bool:
     """Whether a running writer holds the segment at `path` open (see `hold`)."""
     if sys.platform == "win32":
         return False
@@ -147,15 +149,12 @@ def _held(path: Path) -> bool:
 
 
 def _segments(store: Path) -> list[_Segment]:
+    """The store's live segments and compacted files, oldest first (a compacted file is as old as
+    the newest segment it replaced)."""
     out: list[_Segment] = []
-    folder = store / SEGMENTS_DIR
-    if not folder.is_dir():
-        return out
-    for path in folder.iterdir():
-        if not path.name.endswith(SEGMENT_SUFFIX):
-            continue
-        stem = path.name[: -len(SEGMENT_SUFFIX)]
-        side = [store / ROOTS_DIR / path.name, store / SKELETON_DIR / f"{stem}{SKELETON_SUFFIX}"]
+    listing = list_store(store)
+    for path in listing.segments:
+        side = side_files(store, path.name)
         try:
             stat = path.stat()
         except OSError:
@@ -165,6 +164,12 @@ def _segments(store: Path) -> list[_Segment]:
             with contextlib.suppress(OSError):
                 size += file.stat().st_size
         out.append(_Segment(path, side, size, stat.st_mtime))
+    for manifest in listing.manifests:
+        try:
+            size = manifest.parquet.stat().st_size
+        except OSError:
+            continue
+        out.append(_Segment(manifest.parquet, [], size, manifest.newest_mtime, manifest))
     out.sort(key=lambda s: (s.mtime, s.path.name))
     return out
 
@@ -176,8 +181,9 @@ def prune(
     now: float | None = None,
     keep: frozenset[str] = frozenset(),
     dry_run: bool = False,
+    wait: bool = True,
 ) -> PruneResult:
-    """Remove the store's segments that `retention` lets go, oldest first.
+    """Remove the store's segments (and compacted files) that `retention` lets go, oldest first.
 
     Args:
         store: The store folder.
@@ -185,17 +191,33 @@ def prune(
         now: The time ages are counted from (default: now).
         keep: Names of segments never to remove (the caller's own current segment).
         dry_run: Say what would be removed, remove nothing.
+        wait: Wait for a compaction running meanwhile; False removes nothing then.
     """
     root = Path(store)
     now = time.time() if now is None else now
     result = PruneResult()
+    if dry_run:
+        return _prune(root, retention, now, keep, dry_run, result)
+    with store_lock(root, wait=wait) as locked:
+        if locked:
+            clear_leftovers(root)
+            _prune(root, retention, now, keep, dry_run, result)
+    return result
+
+
+def _prune(
+    root: Path, retention: Retention, now: float, keep: frozenset[str], dry_run: bool, result: PruneResult
+) -> PruneResult:
     segments = _segments(root)
     total = sum(s.size for s in segments)
+    replaced: set[str] = set()
     for segment in segments:
-        active = segment.path.name in keep or now - segment.mtime < ACTIVE_SECONDS
+        active = segment.compacted is None and (
+            segment.path.name in keep or now - segment.mtime < ACTIVE_SECONDS
+        )
         too_old = retention.older_than is not None and now - segment.mtime > retention.older_than
         too_big = retention.max_bytes is not None and total > retention.max_bytes
-        if not active and (too_old or too_big) and _held(segment.path):
+        if not active and segment.compacted is None and (too_old or too_big) and held(segment.path):
             active = True
         if active:
             result.active += 1
@@ -208,16 +230,26 @@ def prune(
             result.kept_bytes += segment.size
             continue
         result.removed.append(segment.path)
+        if segment.compacted is not None:
+            replaced.update(segment.compacted.replaces)
         result.freed += segment.size
         total -= segment.size
     if result.removed and not dry_run:
-        _forget_pushed(root, {p.name for p in result.removed})
+        _forget_pushed(root, {p.name for p in result.removed} | replaced)
     return result
 
 
 def _remove(segment: _Segment) -> bool:
     """Delete a segment, then its side files (a reader never sees side files without a segment
-    that are not already stale); False when the segment itself could not be deleted."""
+    that are not already stale); False when the segment itself could not be deleted. A compacted
+    file goes with its manifest first: readers stop listing it before it is gone."""
+    if segment.compacted is not None:
+        try:
+            segment.path.with_name(segment.compacted.name + MANIFEST_SUFFIX).unlink()
+        except FileNotFoundError:
+            pass
+        except OSError:
+            return False
     try:
         segment.path.unlink()
     except FileNotFoundError:
