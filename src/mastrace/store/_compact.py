@@ -55,11 +55,14 @@ from ._retention import ACTIVE_SECONDS, held
 from ._schema import STORED_FIELDS, VALID_ROW_SQL, read_json_sql, read_parquet_sql
 
 __all__ = [
+    "AUTO_COMPACT_ENV",
+    "AUTO_COMPACT_SEGMENTS",
     "DEFAULT_MERGE_BYTES",
     "DEFAULT_ROW_GROUP_ROWS",
     "CompactResult",
     "PeriodicCompaction",
     "compact",
+    "compact_if_many",
 ]
 
 DEFAULT_ROW_GROUP_ROWS: Final = 16_384
@@ -307,3 +310,23 @@ class PeriodicCompaction:
                     "store.compact", f"mastrace: could not compact the local store at {self.store}: {exc}"
                 )
             self.runs += 1
+
+
+AUTO_COMPACT_SEGMENTS: Final = 64
+"""A read command compacts a store first when it holds at least this many closed segments."""
+AUTO_COMPACT_ENV: Final = "MASTRACE_AUTO_COMPACT"
+
+
+def compact_if_many(store: Path, threshold: int = AUTO_COMPACT_SEGMENTS) -> CompactResult | None:
+    """Compact `store` when it holds `threshold` segments or more (what a read command does first,
+    since DuckDB pays for every file it opens); None when it did not try. Never raises, never waits
+    for a compaction or prune running elsewhere; `MASTRACE_AUTO_COMPACT=0` turns it off."""
+    if os.environ.get(AUTO_COMPACT_ENV, "1").strip() in {"0", "false", "no", "off"}:
+        return None
+    if len(list_store(store).segments) < threshold:
+        return None
+    try:
+        result = compact(store, wait=False)
+    except Exception:  # a read-only store, a full disk: the command reads the segments as they are
+        return None
+    return result if result.written is not None else None
