@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import duckdb
@@ -18,8 +20,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from mastrace.analysis._store import TraceStore
 from mastrace.store import LocalStoreExporter, connect, query
-from mastrace.store._compact import compact
-from mastrace.store._manifest import COMPACT_DIR, list_store
+from mastrace.store._compact import PeriodicCompaction, compact
+from mastrace.store._manifest import COMPACT_DIR, list_store, store_lock
 from mastrace.store._retention import Retention, prune
 from mastrace.store.reader import compacted_files, roots_complete, segment_files
 
@@ -147,7 +149,7 @@ def test_unpushed_segments_are_not_compacted(store: tuple[Path, set]) -> None:
     (path / "pushed").mkdir()
     sizes = {n: (path / "segments" / n).stat().st_size for n in names}
     offsets = {n: sizes[n] for n in names[:4]} | {names[4]: sizes[names[4]] - 1}
-    (path / "pushed" / "dest.json").write_text(__import__("json").dumps({"offsets": offsets}))
+    (path / "pushed" / "dest.json").write_text(json.dumps({"offsets": offsets}))
     result = compact(path, min_age=0)
     assert result.skipped_unpushed == 2 and len(result.compacted) == 4
 
@@ -159,7 +161,7 @@ def test_prune_removes_compacted_files_by_age(store: tuple[Path, set]) -> None:
     assert written is not None
     kept = prune(path, Retention(older_than=3600))
     assert kept.removed == [] and written.exists()
-    result = prune(path, Retention(older_than=1), now=__import__("time").time() + 7200)
+    result = prune(path, Retention(older_than=1), now=time.time() + 7200)
     assert result.removed == [written] and not written.exists()
     assert query("SELECT count(*) AS n FROM records", path) == [{"n": 0}]
 
@@ -278,3 +280,26 @@ def test_kill_loop_never_loses_or_duplicates_a_span(tmp_path: Path) -> None:
         assert leftovers == []
         assert len(list((path / COMPACT_DIR).glob("*.parquet"))) == 1
     assert killed >= len(steps)
+
+
+def test_periodic_compaction_runs_on_its_own_thread(store: tuple[Path, set]) -> None:
+    """`serve`'s compactor compacts closed segments in the background, and stops when asked."""
+    path, ids = store
+    compactor = PeriodicCompaction(path, 0.05, min_age=0).start()
+    try:
+        deadline = time.monotonic() + 120
+        while not compacted_files(path) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        compactor.stop(timeout=120)
+    assert compactor.runs >= 1 and len(compacted_files(path)) == 1
+    assert segment_files(path) == []
+    assert_exactly_once(path, ids)
+
+
+def test_a_busy_store_is_not_waited_for(store: tuple[Path, set]) -> None:
+    """A compaction that does not wait returns `busy` while another holds the store's lock."""
+    path, _ = store
+    with store_lock(path):
+        assert compact(path, min_age=0, wait=False).busy
+    assert compact(path, min_age=0, wait=False).written is not None
