@@ -243,8 +243,10 @@ class TraceStore:
         self.limits = limits
         # The scan that finds spans stored more than once waits until `records` is read: drawing
         # a trace from its skeleton files does without it.
-        self.con = connect(self.paths, external_access=not sandbox, check=False, limits=limits)
+        # Taken before the views are made: a compaction committed meanwhile makes the first query
+        # list the store again.
         self._generation = self._compactions()
+        self.con = connect(self.paths, external_access=not sandbox, check=False, limits=limits)
         self._health: StoreHealth | None = None
         self.truncated = False  # whether the last `table()` left rows out (`limits.max_rows`)
 
