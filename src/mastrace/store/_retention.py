@@ -8,6 +8,9 @@ it), nor one a running writer holds open however long it has been idle (a worker
 writers take a shared `flock` on their segment, and a segment is removed only when an exclusive one
 can be had. `mastrace prune` runs it by hand; the writer runs it whenever it starts a new segment when
 `configure(retention=...)` asks for it.
+
+A compacted file (see `_compact`) is removed whole, as old as the newest segment it replaced; prune
+and compaction take the same lock, one at a time (a writer's own retention does not wait for it).
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """Read the local store with DuckDB, through the same `records` table that Logfire's SQL uses.
 
 `connect()` gives an in-memory DuckDB connection with a `records` view over every segment file of
-the store. The view re-lists the segment files on every query, so segments that writers create
-after `connect()` show up in later queries. Segments may be appended to while they are read: a line
+the store and its compacted (Parquet) files (see `_compact`). Until the store is first compacted, the
+view re-lists the segment files on every query, so segments that writers create after `connect()`
+show up in later queries; a compacted store's files are listed when the view is made (`TraceStore`
+lists them again when they change). Segments may be appended to while they are read: a line
 that is not complete yet (or was torn by a killed writer) is skipped.
 
 A second view, `roots`, has the same columns and holds only root spans (no parent), read from the
