@@ -37,7 +37,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, Sp
 
 from mastrace.analysis._prefix import render_trace
 from mastrace.analysis._store import TraceStore
-from mastrace.store import LocalStoreExporter
+from mastrace.store import LocalStoreExporter, connect
 from mastrace.store._compact import compact
 from mastrace.store._manifest import COMPACT_DIR
 
@@ -227,11 +227,17 @@ def time_commands(path: Path, repeat: int) -> dict[str, float]:
 
 
 def lookup(path: Path, trace_id: str, repeat: int) -> float:
-    def one() -> None:
-        with TraceStore(path) as store:
-            store.rows("SELECT span_name, attributes FROM records WHERE trace_id = ?", [trace_id])
-
-    return best(one, repeat)
+    """One trace's spans with their attributes, on an open connection (what row groups change)."""
+    con = connect(path, check=False)
+    try:
+        return best(
+            lambda: con.execute(
+                "SELECT span_name, attributes FROM records WHERE trace_id = ?", [trace_id]
+            ).fetchall(),
+            repeat,
+        )
+    finally:
+        con.close()
 
 
 def ingest(path: Path, runs: list[list[ReadableSpan]], segments: int, compacting: bool) -> float:
@@ -254,26 +260,10 @@ def ingest(path: Path, runs: list[list[ReadableSpan]], segments: int, compacting
     return count / elapsed
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--spans", type=int, default=40_000)
-    parser.add_argument("--segments", default="500,2000")
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--dir", type=Path, default=None)
-    args = parser.parse_args()
-    counts = [int(n) for n in args.segments.split(",")]
-    base = Path(args.dir or tempfile.mkdtemp(prefix="bench-compact-"))
-    base.mkdir(parents=True, exist_ok=True)
-
-    started = time.perf_counter()
-    runs = build_runs(args.spans)
-    spans = sum(len(r) for r in runs)
-    print(f"{spans:,} spans in {len(runs):,} runs built in {time.perf_counter() - started:.1f} s")
-
-    one = base / "one"
-    write_store(one, runs, 1)
+def segment_table(
+    base: Path, runs: list[list[ReadableSpan]], one: Path, counts: list[int], spans: int, repeat: int
+) -> None:
+    """The read-time table: 1 segment, then each count of segments as written and compacted."""
     stores: dict[str, Path] = {"1 segment": one}
     for n in counts:
         path = base / f"seg{n}"
@@ -286,14 +276,12 @@ def main() -> None:
         print(f"compacted {n} segments in {time.perf_counter() - started:.1f} s")
         stores[f"{n} segments, compacted"] = packed
 
-    print(
-        f"\n## Read time against segment count ({spans:,} spans; best of {args.repeat}; ratio to 1 segment)"
-    )
+    print(f"\n## Read time against segment count ({spans:,} spans; best of {repeat}; ratio to 1 segment)")
     print("| store | runs s | tree s | query s | runs × | tree × | query × |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     reference: dict[str, float] = {}
     for label, path in stores.items():
-        times = time_commands(path, args.repeat)
+        times = time_commands(path, repeat)
         reference = reference or times
         ratios = [times[k] / reference[k] for k in ("runs", "tree", "query")]
         marks = " ".join("ok" if r <= TARGET_RATIO else "" for r in ratios)
@@ -302,6 +290,31 @@ def main() -> None:
             + " | ".join(f"{r:.2f}" for r in ratios)
             + f" |  {marks}"
         )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--spans", type=int, default=40_000)
+    parser.add_argument("--segments", default="500,2000")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--dir", type=Path, default=None)
+    parser.add_argument("--only-row-groups", action="store_true", help="only the row-group comparison")
+    args = parser.parse_args()
+    counts = [int(n) for n in args.segments.split(",")]
+    base = Path(args.dir or tempfile.mkdtemp(prefix="bench-compact-"))
+    base.mkdir(parents=True, exist_ok=True)
+
+    started = time.perf_counter()
+    runs = build_runs(args.spans)
+    spans = sum(len(r) for r in runs)
+    print(f"{spans:,} spans in {len(runs):,} runs built in {time.perf_counter() - started:.1f} s")
+
+    one = base / "one"
+    write_store(one, runs, 1)
+    if not args.only_row_groups:
+        segment_table(base, runs, one, counts, spans, args.repeat)
 
     before = store_bytes(one)
     packed = base / "one-compacted"
@@ -317,7 +330,7 @@ def main() -> None:
 
     with TraceStore(one) as store:
         trace = store.resolve("latest")
-    print("\n## Row-group size: bytes/span and a one-trace lookup (best of repeat)")
+    print("\n## Row-group size: bytes/span and a one-trace lookup on an open connection (best of repeat)")
     print("| rows per group | bytes/span | lookup s |")
     print("| ---: | ---: | ---: |")
     for rows in (4_096, 16_384, 122_880):
@@ -328,17 +341,18 @@ def main() -> None:
         print(f"| {rows:,} | {size / spans:,.1f} | {lookup(path, trace, args.repeat):.4f} |")
     print(f"| (NDJSON, 1 segment) | {before / spans:,.1f} | {lookup(one, trace, args.repeat):.4f} |")
 
-    writers = counts[0]
-    rates = {}
-    for compacting in (False, True, False, True):
-        path = base / f"ingest-{compacting}-{len(rates)}"
-        rates.setdefault(compacting, []).append(ingest(path, runs, writers, compacting))
-    plain, busy = statistics.median(rates[False]), statistics.median(rates[True])
-    print(f"\n## Ingest ({spans:,} spans by {writers} short writers; median of 2)")
-    print("| variant | spans/s | ratio |")
-    print("| --- | ---: | ---: |")
-    print(f"| no compaction | {plain:,.0f} | 1 |")
-    print(f"| compaction loop running | {busy:,.0f} | {busy / plain:.2f} |")
+    if not args.only_row_groups:
+        writers = counts[0]
+        rates = {}
+        for compacting in (False, True, False, True):
+            path = base / f"ingest-{compacting}-{len(rates)}"
+            rates.setdefault(compacting, []).append(ingest(path, runs, writers, compacting))
+        plain, busy = statistics.median(rates[False]), statistics.median(rates[True])
+        print(f"\n## Ingest ({spans:,} spans by {writers} short writers; median of 2)")
+        print("| variant | spans/s | ratio |")
+        print("| --- | ---: | ---: |")
+        print(f"| no compaction | {plain:,.0f} | 1 |")
+        print(f"| compaction loop running | {busy:,.0f} | {busy / plain:.2f} |")
     if args.dir is None:
         shutil.rmtree(base, ignore_errors=True)
 
