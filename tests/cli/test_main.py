@@ -26,7 +26,7 @@ def test_missing_subcommand_is_a_usage_error(mastrace_cli: Runner) -> None:
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
         "mastrace: error: give a command: runs, tree, query, analyze, view, graph, diff, compare, "
-        "experiments, export, push, prune, serve, mcp, run (see 'mastrace --help')"
+        "experiments, export, push, prune, compact, serve, mcp, run (see 'mastrace --help')"
     ]
 
 

@@ -30,7 +30,7 @@ from .. import semconv
 from ..exceptions import StoreError
 from ..store._lines import MAX_LINE_BYTES
 from ..store._schema import COLUMNS, VALID_ROW_SQL, read_json_sql, read_skeleton_sql
-from ..store.reader import SkeletonFile, readable_files, skeleton_files
+from ..store.reader import SkeletonFile, compacted_files, readable_files, skeleton_files
 from ._spans import SpanRow, span_from_line
 from ._store import TraceStore
 from ._tree import CYCLE_NOTE, REUSED_NOTE, TreeNode, cycle_entries, span_line
@@ -163,6 +163,10 @@ WHERE trace_id = $trace AND TRY_CAST('0x' || span_id AS UBIGINT) IS NOT NULL
 """
 
 
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
 class _Kept(NamedTuple):
     span_id: int
     parent: int | None
@@ -205,12 +209,13 @@ def read_prefix(store: TraceStore, trace_id: str, max_spans: int | None) -> Trac
     """
     if store.paths:
         paired, alone = skeleton_files(store.paths)
+        compacted = compacted_files(store.paths)  # listed after the segments (see `store._manifest`)
         try:
-            _copy_skeleton(store, trace_id, paired, alone)
+            _copy_skeleton(store, trace_id, paired, alone, compacted)
         except StoreError:  # a skeleton file that cannot be read: every segment's JSON instead
             paired, alone = [], [f.segment for f in paired] + alone
-            _copy_skeleton(store, trace_id, paired, alone)
-        files = [str(f.segment) for f in paired] + [str(p) for p in alone]
+            _copy_skeleton(store, trace_id, paired, alone, compacted)
+        files = [str(f.segment) for f in paired] + [str(p) for p in alone] + [str(p) for p in compacted]
     else:
         store.execute(f"CREATE OR REPLACE TEMP TABLE {_SKELETON} AS {_FROM_RECORDS}", {"trace": trace_id})
         files = []
@@ -267,17 +272,27 @@ def _break_cycles(store: TraceStore, order: list[tuple[_Kept, int]], notes: dict
     return True
 
 
-def _copy_skeleton(store: TraceStore, trace_id: str, paired: list[SkeletonFile], alone: list[Path]) -> None:
-    """Copy the trace's skeleton into `_SKELETON`: from skeleton files, and from segments without one."""
-    names = [str(f.skeleton) for f in paired] + [str(p) for p in alone]
-    whole = [f.whole for f in paired] + [0] * len(alone)
+def _copy_skeleton(
+    store: TraceStore, trace_id: str, paired: list[SkeletonFile], alone: list[Path], compacted: list[Path]
+) -> None:
+    """Copy the trace's skeleton into `_SKELETON`: from skeleton files, from segments without one,
+    and from compacted files (sorted by trace: DuckDB reads only the row groups that may hold it)."""
+    names = [str(f.skeleton) for f in paired] + [str(p) for p in alone] + [str(p) for p in compacted]
+    whole = [f.whole for f in paired] + [0] * (len(alone) + len(compacted))
     parts = []
     if paired:
         parts.append(_FROM_SKELETON_FILES.format(source=read_skeleton_sql(names[: len(paired)])))
     if alone:
         # A segment holding a line too long to read is read as a copy without it: named as DuckDB sees it.
-        names[len(paired) :] = readable_files(names[len(paired) :])
-        parts.append(_FROM_SEGMENTS.format(source=read_json_sql(names[len(paired) :])))
+        names[len(paired) : len(paired) + len(alone)] = readable_files(
+            names[len(paired) : len(paired) + len(alone)]
+        )
+        parts.append(
+            _FROM_SEGMENTS.format(source=read_json_sql(names[len(paired) : len(paired) + len(alone)]))
+        )
+    if compacted:
+        source = "read_parquet([" + ", ".join(_quote(n) for n in names[-len(compacted) :]) + "])"
+        parts.append(_FROM_SEGMENTS.format(source=source))
     select = " UNION ALL ".join(parts) or (
         "SELECT NULL::UBIGINT AS span_id, NULL::UBIGINT AS parent, 0 AS s, 0 AS e, false AS err, "
         "0 AS file, NULL::BIGINT AS off WHERE false"
@@ -308,7 +323,7 @@ def _read_spans(store: TraceStore, trace_id: str, kept: list[_Kept], files: list
             trace_id,
             only=[f"{span.span_id:016x}" for span in rest],
             files=sorted({files[span.file] for span in rest if span.file is not None}) or None,
-        )
+        )  # (files that include a compacted one are not used: `records` is read, sorted by trace)
         rows.update((row.span_id, row) for row in found)
     return rows
 

@@ -27,6 +27,8 @@ from ..store.reader import (
     StoreHealth,
     StorePaths,
     check_store,
+    compact_generation,
+    compacted_files,
     connect,
     readable_files,
     refresh_views,
@@ -198,6 +200,14 @@ def _naive_utc(relation: duckdb.DuckDBPyRelation) -> duckdb.DuckDBPyRelation:
     return relation.project(", ".join(columns))
 
 
+def _vanished(exc: duckdb.Error) -> bool:
+    """Whether DuckDB failed because a file it was to read is gone (compacted or pruned away)."""
+    text = str(exc)
+    return isinstance(exc, duckdb.IOException) and (
+        "No such file" in text or "No files found" in text or "does not exist" in text
+    )
+
+
 def _require_store_folder(path: Path) -> None:
     """Raise `StoreError` saying what `path` is when it cannot be a store (missing, a file, other)."""
     if not path.exists():
@@ -233,6 +243,9 @@ class TraceStore:
         self.limits = limits
         # The scan that finds spans stored more than once waits until `records` is read: drawing
         # a trace from its skeleton files does without it.
+        # Taken before the views are made: a compaction committed meanwhile makes the first query
+        # list the store again.
+        self._generation = self._compactions()
         self.con = connect(self.paths, external_access=not sandbox, check=False, limits=limits)
         self._health: StoreHealth | None = None
         self.truncated = False  # whether the last `table()` left rows out (`limits.max_rows`)
@@ -260,8 +273,19 @@ class TraceStore:
         """What `health()` says, when reading `records` already found it; None rather than a scan."""
         return self._health
 
+    def _compactions(self) -> tuple[str, ...]:
+        """The store's compactions, and its segments once it has any (then listed, not globbed)."""
+        names = tuple(name for path in self.paths for name in compact_generation(path))
+        return names + tuple(map(str, segment_files(self.paths))) if names else names
+
     def _checked(self, sql: str) -> None:
-        """Make `records` show each span once before `sql` reads it (one scan, the first time)."""
+        """Make `records` show each span once before `sql` reads it (one scan, the first time); when a
+        compaction committed since the views were made, list the store again first (the views would
+        otherwise miss the spans it moved, or read them twice)."""
+        generation = self._compactions()
+        if generation != self._generation:
+            self._generation = generation
+            self._reopen_views()
         if self._health is None and _READS_RECORDS.search(sql):
             try:
                 self._health = check_store(self.con, self.paths)
@@ -350,7 +374,9 @@ class TraceStore:
                     f"the query needs more memory than its limit (raise it: --memory): {first}"
                 ) from exc
             except duckdb.Error as exc:
-                if attempt == 1 and "maximum_object_size" in str(exc):
+                if attempt == 1 and ("maximum_object_size" in str(exc) or _vanished(exc)):
+                    # a line too long to read written meanwhile, or a file compacted or pruned away
+                    self._generation = self._compactions()
                     self._reopen_views()
                     continue
                 raise StoreError(f"query failed: {exc}") from exc
@@ -369,7 +395,9 @@ class TraceStore:
         """Raise `StoreError` with a helpful message when the store has no spans."""
         for path in self.paths:
             _require_store_folder(path)
-        if not segment_files(self.paths) or not self.rows("SELECT 1 AS one FROM records LIMIT 1"):
+        if not (segment_files(self.paths) or compacted_files(self.paths)) or not self.rows(
+            "SELECT 1 AS one FROM records LIMIT 1"
+        ):
             raise StoreError(f"the local store at {self.where} has no spans yet")
 
     def index(self) -> list[RunRef]:
@@ -499,7 +527,7 @@ class TraceStore:
         """
         if only is not None:
             params = [trace_id, list(only)]
-            if files:
+            if files and not any(str(f).endswith(".parquet") for f in files):
                 try:
                     self.execute(view_sql(read_json_sql(readable_files(files)), _SOME_FILES_VIEW))
                     return [span_row(row) for row in self.rows(_SOME_SPANS_IN_FILES_SQL, params)]

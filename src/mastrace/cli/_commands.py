@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import duckdb
 
@@ -99,9 +99,25 @@ def open_store(
         with open_source(args) as store:
             yield store
     else:
+        _compact_if_many(args.store)
         with TraceStore(args.store, sandbox=sandbox, limits=limits) as store:
             yield store
             say_health(store)
+
+
+def _compact_if_many(stores: Any) -> None:
+    """Compact a store of many closed segments before reading it (read time then follows the spans,
+    not the files); says so on stderr. `MASTRACE_AUTO_COMPACT=0` turns it off."""
+    from ..store._compact import compact_if_many
+    from ..store.reader import store_paths
+
+    for path in store_paths(stores):
+        if not (path / "segments").is_dir():
+            continue
+        result = compact_if_many(path)
+        if result is not None:
+            message = f"mastrace: compacted {len(result.compacted)} closed segment(s) of {path} first"
+            print(escape_control(message + " (see `mastrace compact`)"), file=sys.stderr)
 
 
 def say_health(store: TraceStore) -> None:

@@ -45,6 +45,7 @@ examples:
   mastrace analyze latest --source http://127.0.0.1:4318
   mastrace mcp --store .mastrace
   mastrace prune --older-than 7d --max-size 5GB
+  mastrace compact
   mastrace run --store runs/today -- massgen --config cfg.yaml 'question'"""
 
 
@@ -336,7 +337,30 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-size", metavar="SIZE", help="then remove the oldest while the store is over SIZE: 500MB, 5GB"
     )
     prune.add_argument("--dry-run", action="store_true", help="say what would be removed; remove nothing")
+    prune.add_argument(
+        "--compact",
+        action="store_true",
+        help="then compact the closed segments kept into one Parquet file (see `mastrace compact`)",
+    )
     _handler(prune, "_prune:cmd_prune")
+
+    compact = sub.add_parser(
+        "compact",
+        parents=[reading],
+        help="rewrite the store's closed segments as one compressed Parquet file (every reader reads it)",
+        description="Rewrite the closed NDJSON segments of the store (none written in the last --min-age, "
+        "none held open by a running writer, none a `mastrace push` destination has not taken whole) as "
+        "one Parquet file sorted by trace, and merge small compacted files. Readers see the old files or "
+        "the new, never both; a compaction stopped at any point loses nothing. `mastrace serve` compacts "
+        "periodically, and `mastrace prune --compact` after pruning.",
+    )
+    compact.add_argument(
+        "--min-age",
+        metavar="AGE",
+        default="60s",
+        help="leave segments written more recently than AGE (default 60s): a writer may still append",
+    )
+    _handler(compact, "_compact:cmd_compact")
 
     serve = sub.add_parser(
         "serve",
@@ -367,6 +391,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         help="a name (besides localhost and IP addresses) that requests may use to reach the server, "
         "e.g. the machine's name when serving on the network (repeatable; '*': any)",
+    )
+    serve.add_argument(
+        "--compact-every",
+        metavar="AGE",
+        default="5m",
+        help="compact the store's closed segments this often, off the intake path (default 5m; 0: never)",
     )
     serve.add_argument(
         "--no-scrubbing",

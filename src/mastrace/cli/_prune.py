@@ -48,4 +48,8 @@ def cmd_prune(args: argparse.Namespace, out: TextIO) -> int:
             f"{verb} {len(result.removed)} segment(s) ({_megabytes(result.freed)}) from {store}; "
             f"kept {result.kept} ({_megabytes(result.kept_bytes)}){active}{links}\n"
         )
+        if args.compact and not args.dry_run:
+            from ._compact import compact_report
+
+            out.write(compact_report(store, ACTIVE_SECONDS))
     return 0

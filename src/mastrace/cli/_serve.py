@@ -37,10 +37,16 @@ def _token_from_file(path: str) -> str:
 
 def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     """Listen for OTLP/HTTP and OTLP/gRPC and write what arrives into the store."""
+    from ..exceptions import MastraceError
     from ..serve import resolve_token, start_intake
+    from ..store._retention import parse_duration
     from ..store.reader import store_paths
 
     (store,) = store_paths(args.store)
+    try:
+        compact_every = parse_duration(args.compact_every) if args.compact_every.strip() != "0" else 0.0
+    except ValueError as exc:
+        raise MastraceError(f"--compact-every: {exc}") from None
     token = args.token
     if args.token_file is not None:
         if token is not None:
@@ -82,12 +88,19 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     out.flush()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    compactor = None
+    if compact_every > 0:
+        from ..store._compact import PeriodicCompaction
+
+        compactor = PeriodicCompaction(store, compact_every).start()
     try:
         while not stop.wait(0.5):
             pass
     except KeyboardInterrupt:
         pass
     finally:
+        if compactor is not None:
+            compactor.stop(timeout=30)
         server.stop()
     out.write(f"mastrace serve: stored {server.intake.stored} span(s)\n")
     return 0

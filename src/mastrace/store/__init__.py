@@ -2,6 +2,7 @@
 
 Write to it with `LocalStoreExporter` (any number of processes at once) and read it with
 `connect()` or `query()`: the `records` view holds every span, and `roots` the root spans.
+`compact()` rewrites closed segments as one compressed Parquet file that the same views read.
 """
 
 from __future__ import annotations
@@ -11,14 +12,31 @@ from typing import TYPE_CHECKING, Any
 from ._schema import COLUMN_NAMES
 
 if TYPE_CHECKING:
+    from ._compact import compact
     from ._limits import QueryLimits
     from ._writer import LocalStoreExporter
-    from .reader import connect, default_store_path, query, root_files, roots_complete, segment_files
+    from .reader import (
+        compacted_files,
+        connect,
+        default_store_path,
+        query,
+        root_files,
+        roots_complete,
+        segment_files,
+    )
 
 # The reader imports DuckDB (~90 ms, ~15 MB): a process that only writes spans never loads it. The
 # writer imports the OpenTelemetry SDK: a command that only reads the store never loads that.
 _READER_NAMES = frozenset(
-    {"connect", "default_store_path", "query", "root_files", "roots_complete", "segment_files"}
+    {
+        "compacted_files",
+        "connect",
+        "default_store_path",
+        "query",
+        "root_files",
+        "roots_complete",
+        "segment_files",
+    }
 )
 
 
@@ -31,6 +49,10 @@ def __getattr__(name: str) -> Any:
         from ._writer import LocalStoreExporter
 
         return LocalStoreExporter
+    if name == "compact":
+        from ._compact import compact
+
+        return compact
     if name == "QueryLimits":
         from ._limits import QueryLimits
 
@@ -39,13 +61,15 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_READER_NAMES, "LocalStoreExporter", "QueryLimits"})
+    return sorted({*globals(), *_READER_NAMES, "LocalStoreExporter", "QueryLimits", "compact"})
 
 
 __all__ = [
     "COLUMN_NAMES",
     "LocalStoreExporter",
     "QueryLimits",
+    "compact",
+    "compacted_files",
     "connect",
     "default_store_path",
     "query",

@@ -28,7 +28,7 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode,
 
 from .. import semconv
 from ._lines import bounded_lines
-from ._schema import SEGMENT_SUFFIX, SEGMENTS_DIR
+from ._manifest import list_store
 
 __all__ = [
     "ENDPOINT_HEADER",
@@ -277,7 +277,6 @@ class PushState:
 
 
 def segment_paths(store: Path) -> list[Path]:
-    folder = store / SEGMENTS_DIR
-    if not folder.is_dir():
-        return []
-    return sorted(p for p in folder.iterdir() if p.name.endswith(SEGMENT_SUFFIX) and p.is_file())
+    """The store's NDJSON segments, those a compaction replaced left out (push does not read compacted
+    files: compaction leaves alone the segments a destination has not taken whole)."""
+    return [p for p in list_store(store).segments if p.is_file()]

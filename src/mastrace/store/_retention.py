@@ -8,6 +8,9 @@ it), nor one a running writer holds open however long it has been idle (a worker
 writers take a shared `flock` on their segment, and a segment is removed only when an exclusive one
 can be had. `mastrace prune` runs it by hand; the writer runs it whenever it starts a new segment when
 `configure(retention=...)` asks for it.
+
+A compacted file (see `_compact`) is removed whole, as old as the newest segment it replaced; prune
+and compaction take the same lock, one at a time (a writer's own retention does not wait for it).
 """
 
 from __future__ import annotations
@@ -22,12 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from ._schema import ROOTS_DIR, SEGMENT_SUFFIX, SEGMENTS_DIR, SKELETON_DIR, SKELETON_SUFFIX
+from ._manifest import MANIFEST_SUFFIX, Manifest, clear_leftovers, list_store, side_files, store_lock
+from ._schema import ROOTS_DIR, SEGMENTS_DIR, SKELETON_DIR
 
 __all__ = [
     "ACTIVE_SECONDS",
     "PruneResult",
     "Retention",
+    "held",
     "parse_duration",
     "parse_retention",
     "parse_size",
@@ -116,6 +121,7 @@ class _Segment:
     side_files: list[Path]
     size: int
     mtime: float
+    compacted: Manifest | None = None  # a compacted file: removed with its manifest, never held
 
 
 def hold(fd: int) -> None:
@@ -128,7 +134,7 @@ def hold(fd: int) -> None:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
 
 
-def _held(path: Path) -> bool:
+def held(path: Path) -> bool:
     """Whether a running writer holds the segment at `path` open (see `hold`)."""
     if sys.platform == "win32":
         return False
@@ -148,36 +154,21 @@ def _held(path: Path) -> bool:
 
 
 def _segments(store: Path, result: PruneResult) -> list[_Segment]:
-    """The store's segments, oldest first; a symbolic link (a folder or a file) is counted in
+    """The store's live segments and compacted files, oldest first (a compacted file is as old as
+    the newest segment it replaced); a symbolic link (a folder or a file) is counted in
     `result.links` and left out: another store's files are never removed through one."""
     out: list[_Segment] = []
-    folder = store / SEGMENTS_DIR
-    if folder.is_symlink():
+    if (store / SEGMENTS_DIR).is_symlink():
         result.links += 1
         return out
-    if not folder.is_dir():
-        return out
-    side_dirs = []
-    for name in (ROOTS_DIR, SKELETON_DIR):
-        linked = (store / name).is_symlink()
-        result.links += linked
-        side_dirs.append(None if linked else store / name)
-    for path in folder.iterdir():
-        if not path.name.endswith(SEGMENT_SUFFIX):
-            continue
+    linked = {name: (store / name).is_symlink() for name in (ROOTS_DIR, SKELETON_DIR)}
+    result.links += sum(linked.values())
+    listing = list_store(store)
+    for path in listing.segments:
         if path.is_symlink():
             result.links += 1
             continue
-        stem = path.name[: -len(SEGMENT_SUFFIX)]
-        roots, skeleton = side_dirs
-        side = [
-            file
-            for file in (
-                roots / path.name if roots else None,
-                skeleton / f"{stem}{SKELETON_SUFFIX}" if skeleton else None,
-            )
-            if file is not None and not file.is_symlink()
-        ]
+        side = [f for f in side_files(store, path.name) if not linked[f.parent.name] and not f.is_symlink()]
         try:
             stat = path.stat()
         except OSError:
@@ -187,6 +178,12 @@ def _segments(store: Path, result: PruneResult) -> list[_Segment]:
             with contextlib.suppress(OSError):
                 size += file.stat().st_size
         out.append(_Segment(path, side, size, stat.st_mtime))
+    for manifest in listing.manifests:
+        try:
+            size = manifest.parquet.stat().st_size
+        except OSError:
+            continue
+        out.append(_Segment(manifest.parquet, [], size, manifest.newest_mtime, manifest))
     out.sort(key=lambda s: (s.mtime, s.path.name))
     return out
 
@@ -198,8 +195,9 @@ def prune(
     now: float | None = None,
     keep: frozenset[str] = frozenset(),
     dry_run: bool = False,
+    wait: bool = True,
 ) -> PruneResult:
-    """Remove the store's segments that `retention` lets go, oldest first.
+    """Remove the store's segments (and compacted files) that `retention` lets go, oldest first.
 
     Args:
         store: The store folder.
@@ -207,17 +205,33 @@ def prune(
         now: The time ages are counted from (default: now).
         keep: Names of segments never to remove (the caller's own current segment).
         dry_run: Say what would be removed, remove nothing.
+        wait: Wait for a compaction running meanwhile; False removes nothing then.
     """
     root = Path(store)
     now = time.time() if now is None else now
     result = PruneResult()
+    if dry_run:
+        return _prune(root, retention, now, keep, dry_run, result)
+    with store_lock(root, wait=wait) as locked:
+        if locked:
+            clear_leftovers(root)
+            _prune(root, retention, now, keep, dry_run, result)
+    return result
+
+
+def _prune(
+    root: Path, retention: Retention, now: float, keep: frozenset[str], dry_run: bool, result: PruneResult
+) -> PruneResult:
     segments = _segments(root, result)
     total = sum(s.size for s in segments)
+    replaced: set[str] = set()
     for segment in segments:
-        active = segment.path.name in keep or now - segment.mtime < ACTIVE_SECONDS
+        active = segment.compacted is None and (
+            segment.path.name in keep or now - segment.mtime < ACTIVE_SECONDS
+        )
         too_old = retention.older_than is not None and now - segment.mtime > retention.older_than
         too_big = retention.max_bytes is not None and total > retention.max_bytes
-        if not active and (too_old or too_big) and _held(segment.path):
+        if not active and segment.compacted is None and (too_old or too_big) and held(segment.path):
             active = True
         if active:
             result.active += 1
@@ -230,16 +244,26 @@ def prune(
             result.kept_bytes += segment.size
             continue
         result.removed.append(segment.path)
+        if segment.compacted is not None:
+            replaced.update(segment.compacted.replaces)
         result.freed += segment.size
         total -= segment.size
     if result.removed and not dry_run:
-        _forget_pushed(root, {p.name for p in result.removed})
+        _forget_pushed(root, {p.name for p in result.removed} | replaced)
     return result
 
 
 def _remove(segment: _Segment) -> bool:
     """Delete a segment, then its side files (a reader never sees side files without a segment
-    that are not already stale); False when the segment itself could not be deleted."""
+    that are not already stale); False when the segment itself could not be deleted. A compacted
+    file goes with its manifest first: readers stop listing it before it is gone."""
+    if segment.compacted is not None:
+        try:
+            segment.path.with_name(segment.compacted.name + MANIFEST_SUFFIX).unlink()
+        except FileNotFoundError:
+            pass
+        except OSError:
+            return False
     try:
         segment.path.unlink()
     except FileNotFoundError:

@@ -50,6 +50,7 @@ __all__ = [
     "duplicates_sql",
     "empty_source_sql",
     "read_json_sql",
+    "read_parquet_sql",
     "read_skeleton_sql",
     "view_sql",
 ]
@@ -178,6 +179,14 @@ def read_json_sql(files: str | list[str]) -> str:
         f"read_json({source}, format = 'newline_delimited', records = true, "
         f"ignore_errors = true, hive_partitioning = false, columns = {{{columns}}})"
     )
+
+
+def read_parquet_sql(files: list[str]) -> str:
+    """A subquery reading compacted Parquet `files` with the stored fields and their types (the
+    compactor keeps JSON values as text), in `STORED_FIELDS` order: it unions with `read_json_sql`."""
+    columns = ", ".join(f"CAST({name} AS {sql_type}) AS {name}" for name, sql_type in STORED_FIELDS.items())
+    source = "[" + ", ".join(map(_quote, files)) + "]"
+    return f"(SELECT {columns} FROM read_parquet({source}, hive_partitioning = false))"
 
 
 def read_skeleton_sql(files: list[str]) -> str:

@@ -299,7 +299,7 @@ class LocalStoreExporter(SpanExporter):
         """Remove the segments the retention setting lets go (on rotation); failures are warned once."""
         try:
             keep = frozenset({self._segment.name}) if self._segment is not None else frozenset()
-            prune(self.path, self.retention, keep=keep)  # type: ignore[arg-type]
+            prune(self.path, self.retention, keep=keep, wait=False)  # type: ignore[arg-type]
         except Exception as exc:
             warn_once("store.retention", f"mastrace: could not apply retention to {self.path}: {exc!r}")
 

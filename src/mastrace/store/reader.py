@@ -1,8 +1,10 @@
 """Read the local store with DuckDB, through the same `records` table that Logfire's SQL uses.
 
 `connect()` gives an in-memory DuckDB connection with a `records` view over every segment file of
-the store. The view re-lists the segment files on every query, so segments that writers create
-after `connect()` show up in later queries. Segments may be appended to while they are read: a line
+the store and its compacted (Parquet) files (see `_compact`). Until the store is first compacted, the
+view re-lists the segment files on every query, so segments that writers create after `connect()`
+show up in later queries; a compacted store's files are listed when the view is made (`TraceStore`
+lists them again when they change). Segments may be appended to while they are read: a line
 that is not complete yet (or was torn by a killed writer) is skipped.
 
 A second view, `roots`, has the same columns and holds only root spans (no parent), read from the
@@ -35,6 +37,7 @@ import duckdb
 from ..exceptions import StoreError
 from ._limits import QueryLimits
 from ._lines import MAX_LINE_BYTES, long_lines, readable_copies_folder, readable_file
+from ._manifest import COMPACT_DIR, compact_generation, list_store
 from ._schema import (
     ROOTS_DIR,
     ROOTS_VIEW_NAME,
@@ -48,6 +51,7 @@ from ._schema import (
     duplicates_sql,
     empty_source_sql,
     read_json_sql,
+    read_parquet_sql,
     view_sql,
 )
 from ._sql_compat import portable_sql
@@ -57,6 +61,8 @@ __all__ = [
     "StoreHealth",
     "StorePaths",
     "check_store",
+    "compact_generation",
+    "compacted_files",
     "connect",
     "default_store_path",
     "query",
@@ -150,13 +156,26 @@ def unsafe_entries(path: StorePaths = None) -> int:
 
 
 def segment_files(path: StorePaths = None) -> list[Path]:
-    """The segment files of the store(s) at `path` (default: `default_store_path()`), sorted by name."""
-    return [f for store in store_paths(path) for f in _files(store / SEGMENTS_DIR)]
+    """The NDJSON segment files of the store(s) at `path` (default: `default_store_path()`), sorted by
+    name; segments that a compaction replaced (and is deleting) are left out."""
+    return [f for store in store_paths(path) for f in list_store(store).segments]
+
+
+def compacted_files(path: StorePaths = None) -> list[Path]:
+    """The compacted (Parquet) files of the store(s) at `path` that readers read, sorted by name."""
+    return [f for store in store_paths(path) for f in list_store(store).parquet]
+
+
+def _root_files(store: Path, replaced: set[str]) -> list[Path]:
+    return [f for f in _files(store / ROOTS_DIR) if f.name not in replaced]
 
 
 def root_files(path: StorePaths = None) -> list[Path]:
     """The roots files of the store(s) at `path` (default: `default_store_path()`), sorted by name."""
-    return [f for store in store_paths(path) for f in _files(store / ROOTS_DIR)]
+    out = []
+    for store in store_paths(path):
+        out.extend(_root_files(store, list_store(store).replaced))
+    return out
 
 
 def roots_complete(path: StorePaths = None) -> bool:
@@ -164,17 +183,19 @@ def roots_complete(path: StorePaths = None) -> bool:
 
     Writers create a segment's roots file before the segment, so a segment seen without one was
     written by an older version or lost its roots file after a failed write; a roots file without
-    its segment outlived a segment that was deleted.
+    its segment outlived a segment that was deleted. Compacted files need none: `roots` reads their
+    root spans from them.
     """
-    return all(
-        [p.name for p in _files(store / ROOTS_DIR)] == [p.name for p in _files(store / SEGMENTS_DIR)]
-        for store in store_paths(path)
-    )
+    for store in store_paths(path):
+        listing = list_store(store)
+        if [p.name for p in _root_files(store, listing.replaced)] != [p.name for p in listing.segments]:
+            return False
+    return True
 
 
 def store_fingerprint(path: StorePaths = None) -> str:
-    """A text that changes whenever the store's segments or roots files do (names, sizes, times):
-    equal fingerprints mean equal contents, without reading them."""
+    """A text that changes whenever the store's segments, roots or compacted files do (names, sizes,
+    times): equal fingerprints mean equal contents, without reading them."""
     parts = []
     for store in store_paths(path):
         for folder in (SEGMENTS_DIR, ROOTS_DIR):
@@ -182,6 +203,7 @@ def store_fingerprint(path: StorePaths = None) -> str:
                 with contextlib.suppress(OSError):
                     stat = file.stat()
                     parts.append(f"{file}:{stat.st_size}:{stat.st_mtime_ns}")
+        parts.extend(f"{store}:{name}" for name in compact_generation(store))
     return "\n".join(parts)
 
 
@@ -210,7 +232,7 @@ def skeleton_files(path: StorePaths = None) -> tuple[list[SkeletonFile], list[Pa
             )
         except OSError:  # no skeleton folder, or one that cannot be listed: read the segments' JSON
             names = set()
-        for segment in _files(store / SEGMENTS_DIR):
+        for segment in list_store(store).segments:
             name = segment.name[: -len(SEGMENT_SUFFIX)] + SKELETON_SUFFIX
             whole = _whole_lines(segment) if name in names else None
             if whole is None or not _covers(folder / name, segment, whole):
@@ -309,24 +331,48 @@ def _has_unsafe(folder: Path) -> bool:
 
 
 def _source(stores: list[Path], folder: str) -> tuple[str, int]:
-    """The `read_json` source over the stores' files in `folder` (or an empty relation), and how many
-    over-long lines it leaves out."""
+    """The source over the stores' files in `folder` (`segments` or `roots`) and their compacted
+    files (or an empty relation), and how many over-long lines it leaves out."""
     sources: list[str] = []
+    parquet: list[str] = []
     left_out = 0
     for store in stores:
-        files = _files(store / folder)
+        listing = list_store(store)
+        parquet.extend(map(str, listing.parquet))
+        if folder == SEGMENTS_DIR:
+            files, stale = listing.segments, bool(listing.stale)
+        else:
+            everything = _files(store / folder)
+            files = [f for f in everything if f.name not in listing.replaced]
+            stale = len(files) != len(everything)
         if not files:
             continue
         readable, skipped = _readable(files)
         left_out += skipped
-        if skipped or _has_unsafe(store / folder) or any(c in str(store) for c in _GLOB_CHARS):
+        # Once a store is compacted, its segments are listed: a glob matched after a compaction deleted
+        # the segments it replaced would read neither them nor the compacted file this view lacks.
+        if (
+            skipped
+            or stale
+            or listing.manifests
+            or _has_unsafe(store / folder)
+            or any(c in str(store) for c in _GLOB_CHARS)
+        ):
             # DuckDB globs cannot leave a file out nor escape these: list today's files instead.
             sources.extend(readable)
         else:  # files are matched per query, so files written later are seen too
             sources.append(str(store / folder / f"*{SEGMENT_SUFFIX}"))
-    if not sources:
+    parts = []
+    if sources:
+        parts.append(f"SELECT * FROM {read_json_sql(sources[0] if len(sources) == 1 else sources)}")
+    if parquet:
+        roots_only = " WHERE parent_span_id IS NULL" if folder == ROOTS_DIR else ""
+        parts.append(f"SELECT * FROM {read_parquet_sql(parquet)} AS compacted{roots_only}")
+    if not parts:
         return empty_source_sql(), left_out
-    return read_json_sql(sources[0] if len(sources) == 1 else sources), left_out
+    if len(parts) == 1 and sources:
+        return read_json_sql(sources[0] if len(sources) == 1 else sources), left_out
+    return "(" + " UNION ALL ".join(parts) + ")", left_out
 
 
 class StoreHealth(NamedTuple):
@@ -463,7 +509,11 @@ def connect(
             limits.apply(con)
         refresh_views(con, stores, check=False)
         if not external_access:
-            folders = [str(s / d) + os.sep for s in stores for d in (SEGMENTS_DIR, ROOTS_DIR, SKELETON_DIR)]
+            folders = [
+                str(s / d) + os.sep
+                for s in stores
+                for d in (SEGMENTS_DIR, ROOTS_DIR, SKELETON_DIR, COMPACT_DIR)
+            ]
             # and where copies of files with lines too long to read go (see `_lines`)
             folders.append(str(readable_copies_folder()) + os.sep)
             # DuckDB lets SQL read its temporary folder (by default `.tmp` in the working folder):
@@ -498,13 +548,19 @@ def query(
     Raises:
         StoreError: The store could not be read or the SQL failed.
     """
-    con = connect(path)
-    try:
-        sql = portable_sql(sql)
-        cursor = con.execute(sql, params) if params is not None else con.execute(sql)
-        names = [d[0] for d in cursor.description or ()]
-        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
-    except duckdb.Error as exc:
-        raise StoreError(f"query failed on the local store: {exc}") from exc
-    finally:
-        con.close()
+    sql = portable_sql(sql)
+    for attempt in (1, 2):
+        con = connect(path)
+        try:
+            cursor = con.execute(sql, params) if params is not None else con.execute(sql)
+            names = [d[0] for d in cursor.description or ()]
+            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+        except duckdb.IOException as exc:
+            if attempt == 1:  # a file compacted or pruned away since the store was listed: list again
+                continue
+            raise StoreError(f"query failed on the local store: {exc}") from exc
+        except duckdb.Error as exc:
+            raise StoreError(f"query failed on the local store: {exc}") from exc
+        finally:
+            con.close()
+    raise AssertionError("unreachable")  # pragma: no cover
