@@ -47,6 +47,7 @@ COVERAGE: dict[str, tuple[str, ...]] = {
     "serve/_query_api.py": ("tests/serve/test_query_api.py",),
     "store/_limits.py": ("tests/cli/test_query.py",),
     "store/_sql_compat.py": ("tests/store/test_sql_compat.py", "tests/store/test_seed_queries.py"),
+    "store/_compact.py": ("tests/store/test_compact.py",),
     "store/reader.py": ("tests/store/test_reader.py", "tests/store/test_concurrency.py"),
 }
 
