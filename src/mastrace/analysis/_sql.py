@@ -23,6 +23,7 @@ __all__ = [
     "ORPHAN_ROOT_SQL",
     "OWNER_SQL",
     "PHASES_SQL",
+    "RECOVERY_SQL",
     "REPEATED_ERRORS_SQL",
     "ROOT_SQL",
     "ROUNDS_SQL",
@@ -429,4 +430,37 @@ SELECT coalesce(l.a[1], l.a[2], o.owner_agent) AS agent, count(*) AS spans, sum(
        round(fsum(TRY_CAST(coalesce(l.a[11], l.a[12]) AS DOUBLE)), 12) AS cost
 FROM llm l LEFT JOIN mt_owner o ON o.sid = l.sid
 GROUP BY 1 ORDER BY 1
+"""
+
+
+# Per agent: HTTP retries (events on LLM calls), enforcement retries (events on rounds), restarts and
+# timeouts (MassGen's records). Read from `records` (mt_spans keeps no events), only the spans that
+# can hold one; an agent is the span's own (`massgen.agent_id`, a record's `agent_id`), else the
+# round the span is under.
+_EVENT_NAMES = "json_extract_string(r.otel_events, '$[*].name')"
+RECOVERY_SQL: Final = f"""
+SELECT agent, sum(http) AS http_retries, sum(enforcement) AS enforcement_retries,
+       sum(restart) AS restarts, sum(timeout) AS timeouts
+FROM (
+    SELECT coalesce(r.attributes->>'{semconv.MASSGEN_AGENT_ID}', r.attributes->>'agent_id',
+                    o.owner_agent, '-') AS agent,
+           (SELECT count(*) FROM unnest({_EVENT_NAMES}) AS e(n)
+            WHERE n = '{semconv.EVENT_HTTP_RETRY}') AS http,
+           (SELECT count(*) FROM unnest({_EVENT_NAMES}) AS e(n)
+            WHERE n = '{semconv.EVENT_MASSGEN_ENFORCEMENT}') AS enforcement,
+           CASE WHEN r.span_name LIKE 'Agent restart%' THEN 1 ELSE 0 END AS restart,
+           CASE WHEN r.span_name LIKE 'Coordination event: agent_timeout%'
+                     OR r.attributes->>'{semconv.MASSGEN_EVENT_TYPE}' = 'agent_timeout'
+                THEN 1 ELSE 0 END AS timeout
+    FROM records r
+    LEFT JOIN mt_owner o ON o.sid = TRY_CAST('0x' || r.span_id AS UBIGINT)
+    WHERE r.trace_id = ?
+      AND (contains(CAST(r.otel_events AS VARCHAR), '{semconv.EVENT_HTTP_RETRY}')
+           OR contains(CAST(r.otel_events AS VARCHAR), '{semconv.EVENT_MASSGEN_ENFORCEMENT}')
+           OR r.span_name LIKE 'Agent restart%' OR r.span_name LIKE 'Coordination event: agent_timeout%'
+           OR r.attributes->>'{semconv.MASSGEN_EVENT_TYPE}' = 'agent_timeout')
+)
+GROUP BY agent
+HAVING sum(http) + sum(enforcement) + sum(restart) + sum(timeout) > 0
+ORDER BY agent
 """
