@@ -93,6 +93,8 @@ _LLM_KEYS = (
 )
 # An LLM span's price (instrumented SDK calls keep it in `mastrace.usage`, not under `massgen.*`).
 _LLM_PRICE_PATH: Final = f"'$.\"{semconv.MASTRACE_USAGE}\".cost'"
+# The development GenAI conventions' cost (another emitter's, or mastrace's under the opt-in).
+_GEN_AI_COST_PATH: Final = f"'$.\"{semconv.GEN_AI_USAGE_COST_AMOUNT}\"'"
 
 
 def _paths(keys: tuple[str, ...] | list[str], *extra: str) -> str:
@@ -419,7 +421,7 @@ GROUP BY 1
 LLM_USAGE_SQL: Final = f"""
 WITH llm AS (
     SELECT {_hex_id("span_id")} AS sid, duration,
-           json_extract_string(attributes, {_paths(_LLM_KEYS, _LLM_PRICE_PATH)}) AS a
+           json_extract_string(attributes, {_paths(_LLM_KEYS, _LLM_PRICE_PATH, _GEN_AI_COST_PATH)}) AS a
     FROM records WHERE trace_id = ? AND span_name LIKE '{semconv.SPAN_LLM_PREFIX}%'
 )
 SELECT coalesce(l.a[1], l.a[2], o.owner_agent) AS agent, count(*) AS spans, sum(l.duration) AS time,
@@ -427,7 +429,7 @@ SELECT coalesce(l.a[1], l.a[2], o.owner_agent) AS agent, count(*) AS spans, sum(
        sum(TRY_CAST(coalesce(l.a[5], l.a[6]) AS DOUBLE)) AS output,
        sum(TRY_CAST(coalesce(l.a[7], l.a[8]) AS DOUBLE)) AS reasoning,
        sum(TRY_CAST(coalesce(l.a[9], l.a[10]) AS DOUBLE)) AS cached,
-       round(fsum(TRY_CAST(coalesce(l.a[11], l.a[12]) AS DOUBLE)), 12) AS cost
+       round(fsum(TRY_CAST(coalesce(l.a[11], l.a[12], l.a[13]) AS DOUBLE)), 12) AS cost
 FROM llm l LEFT JOIN mt_owner o ON o.sid = l.sid
 GROUP BY 1 ORDER BY 1
 """

@@ -108,7 +108,8 @@ SELECT trace_id,
        {_usage_sum(semconv.MASSGEN_USAGE_OUTPUT, semconv.GEN_AI_USAGE_OUTPUT_TOKENS)} AS output_tokens,
        round(coalesce(fsum(TRY_CAST(attributes->>'{semconv.MASSGEN_USAGE_COST}' AS DOUBLE))
                     FILTER (WHERE {AGENT_SPAN_SQL}),
-                fsum(TRY_CAST(attributes->'{semconv.MASTRACE_USAGE}'->>'cost' AS DOUBLE))
+                fsum(coalesce(TRY_CAST(attributes->'{semconv.MASTRACE_USAGE}'->>'cost' AS DOUBLE),
+                              TRY_CAST(attributes->>'{semconv.GEN_AI_USAGE_COST_AMOUNT}' AS DOUBLE)))
                     FILTER (WHERE span_name LIKE '{semconv.SPAN_LLM_PREFIX}%')), 12) AS cost,
        bool_or(span_name = '{semconv.SPAN_COORDINATION_SESSION}' AND parent_span_id IS NULL) AS is_session,
        list(DISTINCT attributes->>'{semconv.MASTRACE_COST_UNKNOWN_MODELS}')

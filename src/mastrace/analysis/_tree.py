@@ -170,6 +170,8 @@ def _llm_call_cost(attrs: dict[str, Any]) -> float | None:
         except ValueError:
             return None
     cost = usage.get("cost") if isinstance(usage, dict) else None
+    if cost is None:  # the development GenAI conventions' cost attribute
+        cost = attrs.get(semconv.GEN_AI_USAGE_COST_AMOUNT)
     return float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None
 
 

@@ -22,7 +22,7 @@ KEY_ATTRIBUTES: Final[dict[str, tuple[str, ...]]] = {
     "model": (semconv.GEN_AI_REQUEST_MODEL, semconv.GEN_AI_RESPONSE_MODEL),
     "in": (semconv.MASSGEN_USAGE_INPUT, semconv.GEN_AI_USAGE_INPUT_TOKENS),
     "out": (semconv.MASSGEN_USAGE_OUTPUT, semconv.GEN_AI_USAGE_OUTPUT_TOKENS),
-    "cost": (semconv.MASSGEN_USAGE_COST,),
+    "cost": (semconv.MASSGEN_USAGE_COST, semconv.GEN_AI_USAGE_COST_AMOUNT),
     "cost_unknown": (semconv.MASTRACE_COST_UNKNOWN,),
     "cost_unknown_models": (semconv.MASTRACE_COST_UNKNOWN_MODELS,),
     "outcome": (semconv.MASSGEN_OUTCOME,),

@@ -22,6 +22,7 @@ from ..setup._state import STATE
 
 __all__ = ["first_noop_span", "hint_text", "should_hint"]
 
+_TOP = (__package__ or "mastrace").split(".")[0]  # the package users import (`mastrace`)
 _registered = threading.Lock()
 _done = False
 
@@ -72,11 +73,11 @@ def hint_text() -> str:
     if STATE.configured:
         return (
             f"mastrace: {n:,} span(s) were not recorded because they were created before "
-            f"mastrace.configure() was called; call it once at start, before any span "
+            f"{_TOP}.configure() was called; call it once at start, before any span "
             "(or run the program with `mastrace run -- ...`). Set MASTRACE_HINTS=0 to silence this."
         )
     return (
-        f"mastrace: {n:,} span(s) were not recorded because mastrace.configure() was never called in "
+        f"mastrace: {n:,} span(s) were not recorded because {_TOP}.configure() was never called in "
         "this process; call it once at start (or run the program with `mastrace run -- ...`). "
         "Set MASTRACE_HINTS=0 to silence this."
     )
