@@ -19,7 +19,7 @@ from mastrace import (
     UsageTrackableMixin,
     semconv,
 )
-from mastrace.testing import CapturedSpans
+from mastrace.testing import CapturedSpans, capture_spans
 
 OPENAI_CHUNKS: list[dict[str, Any]] = [
     {"model": "gpt-4o-2024-08-06", "choices": [{"delta": {"content": "Hel"}}]},
@@ -228,3 +228,30 @@ def test_usage_reaches_the_round_when_the_consumer_breaks_out_of_an_async_stream
     assert llm["gen_ai.usage.input_tokens"] == 10
     round_attrs = mastrace_spans.one("agent.agent_a.round_1").attributes or {}
     assert round_attrs["massgen.usage.input"] == 10
+
+
+def test_with_capture_on_the_mixin_records_the_messages() -> None:
+    """`llm_stream(..., messages=[...])` with content capture on records the messages, the system
+    instructions and the tool definitions as the SDK integrations do; with capture off, none."""
+    tools = [{"type": "function", "function": {"name": "vote", "parameters": {"type": "object"}}}]
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 6x7?"}]
+    with capture_spans(capture_content=True) as captured:
+        list(Backend().llm_stream("gpt-4o", iter(OPENAI_CHUNKS), messages=messages, tools=tools))
+        list(
+            TrackedBackend().llm_stream(
+                "claude-x", [], system="Be brief.", messages=[{"role": "user", "content": "Hi"}]
+            )
+        )
+        attrs = captured.attributes("llm.openai.stream")
+        claude = captured.attributes("llm.anthropic.stream")
+    assert attrs["gen_ai.input.messages"] == [
+        {"role": "system", "parts": [{"type": "text", "content": "Be brief."}]},
+        {"role": "user", "parts": [{"type": "text", "content": "What is 6x7?"}]},
+    ]
+    assert attrs["gen_ai.tool.definitions"][0]["name"] == "vote"
+    assert claude["gen_ai.system_instructions"] == [{"type": "text", "content": "Be brief."}]
+    assert claude["gen_ai.input.messages"] == [{"role": "user", "parts": [{"type": "text", "content": "Hi"}]}]
+    with capture_spans(capture_content=False) as captured:
+        list(Backend().llm_stream("gpt-4o", iter(OPENAI_CHUNKS), messages=messages))
+        off = captured.attributes("llm.openai.stream")
+    assert "gen_ai.input.messages" not in off

@@ -129,3 +129,9 @@ def test_analyze_reports_the_tokens_the_calls_used(massgen_run: Run, tmp_path) -
     counted = sum(1 for v in votes if not v["attributes"].get("massgen.vote.discarded"))
     assert f"| Total Answers | {answers} |" in text and f"| Total Votes | {counted} |" in text
     assert "| Total Cost | $0." in text  # priced with MassGen's own prices, never $0
+
+
+def test_the_service_is_named_after_the_program(massgen_run: Run) -> None:
+    """`mastrace run -- massgen ...` records `service.name` = `massgen`, as the Python route does."""
+    rows = query(massgen_run.store, "SELECT DISTINCT service_name FROM records")
+    assert rows == [{"service_name": "massgen"}]

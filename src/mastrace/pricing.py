@@ -304,7 +304,14 @@ class Priced:
         """The call span's cost attributes: where the cost came from, or that it is unknown."""
         if self.source is None:
             return {semconv.MASTRACE_COST_UNKNOWN: True, semconv.MASTRACE_COST_UNKNOWN_MODELS: [model or "?"]}
-        return {semconv.MASTRACE_COST_SOURCE: self.source}
+        attrs: dict[str, Any] = {semconv.MASTRACE_COST_SOURCE: self.source}
+        if semconv.latest_conventions():  # the development conventions' cost, under their opt-in
+            attrs[semconv.GEN_AI_USAGE_COST_AMOUNT] = float(self.usage.cost)
+            attrs[semconv.GEN_AI_USAGE_COST_CURRENCY] = "USD"
+            attrs[semconv.GEN_AI_USAGE_COST_SOURCE] = (
+                self.source if self.source == "provider" else semconv.COST_SOURCE_LOCAL
+            )
+        return attrs
 
 
 def price_call(

@@ -25,6 +25,21 @@ SEMCONV_VERSION: Final = "1.41.0"
 `semantic-conventions-genai`). Spans are written in its "latest experimental" GenAI form, what
 instrumentations emit under `OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental`."""
 SEMCONV_SCHEMA_URL: Final = f"https://opentelemetry.io/schemas/{SEMCONV_VERSION}"
+SEMCONV_OPT_IN_ENV: Final = "OTEL_SEMCONV_STABILITY_OPT_IN"
+SEMCONV_OPT_IN_GEN_AI_LATEST: Final = "gen_ai_latest_experimental"
+
+
+def latest_conventions() -> bool:
+    """Whether `OTEL_SEMCONV_STABILITY_OPT_IN` (a comma-separated list) holds
+    `gen_ai_latest_experimental`: then the development GenAI conventions that followed 1.41 are
+    written (cost attributes, `cache_write` instead of `cache_creation`); otherwise 1.41's."""
+    import os
+
+    value = os.environ.get(SEMCONV_OPT_IN_ENV)
+    if not value:
+        return False
+    return SEMCONV_OPT_IN_GEN_AI_LATEST in (part.strip() for part in value.split(","))
+
 
 # --- span names (templates are filled with str.format) ------------------------------------------
 SPAN_COORDINATION_SESSION: Final = "coordination.session"
@@ -104,6 +119,13 @@ GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
 GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: Final = "gen_ai.usage.cache_read.input_tokens"
 GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: Final = "gen_ai.usage.reasoning.output_tokens"
 GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: Final = "gen_ai.usage.cache_creation.input_tokens"
+# The development GenAI conventions (after 1.41), written only under the opt-in (`latest_conventions`).
+GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS: Final = "gen_ai.usage.cache_write.input_tokens"
+GEN_AI_USAGE_COST_AMOUNT: Final = "gen_ai.usage.cost.amount"
+GEN_AI_USAGE_COST_CURRENCY: Final = "gen_ai.usage.cost.currency"
+GEN_AI_USAGE_COST_SOURCE: Final = "gen_ai.usage.cost.source"
+COST_SOURCE_LOCAL: Final = "local"
+"""`gen_ai.usage.cost.source` for a price the emitter computed from a table of its own."""
 GEN_AI_INPUT_MESSAGES: Final = "gen_ai.input.messages"
 GEN_AI_OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
 GEN_AI_SYSTEM_INSTRUCTIONS: Final = "gen_ai.system_instructions"

@@ -453,7 +453,12 @@ def usage_attributes(usage: Usage, *, massgen: bool = True, gen_ai: bool = True)
         # the massgen.* keys above always carry all four so that SQL sums stay simple.
         for key, value in (
             (semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, tokens.cached_input_tokens),
-            (semconv.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS, tokens.cache_creation_input_tokens),
+            (
+                semconv.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS
+                if semconv.latest_conventions()
+                else semconv.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
+                tokens.cache_creation_input_tokens,
+            ),
             (semconv.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, tokens.reasoning_tokens),
         ):
             if value:

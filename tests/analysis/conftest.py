@@ -49,6 +49,7 @@ class TraceWriter:
         *,
         error: BaseException | None = None,
         links: list[str] | None = None,
+        events: list[str] | None = None,
         **attrs: Any,
     ) -> str:
         """Write one finished span; returns its span id (hex)."""
@@ -60,6 +61,8 @@ class TraceWriter:
             attributes=attrs,
             links=[Link(self.spans[k].get_span_context()) for k in links or ()],
         )
+        for event in events or ():
+            span.add_event(event, timestamp=self._ns(start_ms))
         if error is not None:
             span.record_exception(error)
             span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))

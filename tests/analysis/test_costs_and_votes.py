@@ -36,10 +36,14 @@ def test_costs_print_with_enough_digits_to_be_non_zero(value: float | None, text
     assert format_cost(value) == text
 
 
-def test_an_unknown_cost_names_its_models_whatever_the_known_part() -> None:
-    """A cost with unpriced calls is `—` with the models, even when the priced part is not zero."""
-    assert format_cost(0.5, ["house-model", "fake-c"]) == "— (no price for house-model, fake-c)"
-    assert format_cost(None, ["m"]).startswith("—")
+def test_a_partly_unpriced_cost_shows_the_known_part_and_names_the_models() -> None:
+    """A cost with unpriced calls keeps its known part and names the unpriced models; with no known
+    part it is `—` with the models, never `$0`."""
+    assert format_cost(0.0369, ["house-model-c"]) == "$0.0369 + unpriced: house-model-c"
+    assert format_cost(0.5, ["house-model", "fake-c"]) == "$0.50 + unpriced: house-model, fake-c"
+    assert format_cost(0.0, ["m"]) == "— (no price for m)"
+    assert format_cost(None, ["m"]) == "— (no price for m)"
+    assert format_cost(float("nan"), ["m"]) == "— (no price for m)"
 
 
 def _session(w: TraceWriter, *, unknown: bool) -> str:
@@ -64,17 +68,18 @@ def _session(w: TraceWriter, *, unknown: bool) -> str:
 
 
 def test_analyze_shows_an_unknown_cost_and_names_the_model(writer: TraceWriter, tmp_path: Path) -> None:
-    """The overview and the agent's row say the cost is unknown (house-model), never `$0`."""
+    """The overview keeps the known part and names the unpriced model; the agent whose only call has
+    no price shows its cost as unknown (house-model), never `$0`."""
     trace_id = _session(writer, unknown=True)
     with TraceStore(tmp_path / "store") as store:
         report = build_report(store, trace_id)
         runs = render_runs(store.runs())
     text = render_markdown(report)
-    assert "| Total Cost | — (no price for house-model) |" in text
+    assert "| Total Cost | $0.00018 + unpriced: house-model |" in text
     row = next(line for line in text.splitlines() if line.startswith("| agent_b |") and "—" in line)
     assert "no price for house-model" in row and "$0 " not in row
     assert "| agent_a |" in text and "$0.00018" in text
-    assert "— (no price for house-model)" in runs
+    assert "$0.00018 + unpriced: house-model" in runs
 
 
 def test_analyze_prices_a_fully_priced_run(writer: TraceWriter, tmp_path: Path) -> None:
@@ -125,10 +130,10 @@ def test_diff_and_runs_carry_the_cost_as_printed(writer: TraceWriter, tmp_path: 
         runs = {r.trace_id: r.cost_text for r in store.runs()}
     assert data["total"]["cost_text_a"] == "$0.00018"
     assert (
-        data["total"]["cost_text_b"] == "— (no price for house-model)"
+        data["total"]["cost_text_b"] == "$0.00018 + unpriced: house-model"
         and data["total"]["cost_text_delta"] == "—"
     )
-    assert runs == {known: "$0.00018", unknown: "— (no price for house-model)"}
+    assert runs == {known: "$0.00018", unknown: "$0.00018 + unpriced: house-model"}
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # the anthropic SDK dates its models

@@ -27,15 +27,17 @@ def two_runs(writer: TraceWriter, tmp_path: Path) -> tuple[Path, str, str]:
     return tmp_path / "store", first, second
 
 
-def test_latest_and_previous_are_sessions(two_runs: tuple[Path, str, str]) -> None:
-    """`latest` and `previous` count coordination sessions, skipping a newer non-session trace."""
+def test_latest_and_previous_are_the_newest_runs_of_any_kind(two_runs: tuple[Path, str, str]) -> None:
+    """`latest` and `previous` are the two newest runs, a non-session trace counting like a session."""
     path, first, second = two_runs
     with TraceStore(path) as store:
+        stray = next(r.trace_id for r in store.index() if r.trace_id not in (first, second))
         assert (store.resolve("latest"), store.resolve("previous"), store.resolve(None)) == (
             second,
-            first,
+            stray,
             second,
         )
+        assert store.aliases() == {second: "latest", stray: "previous"}
 
 
 def test_a_missing_alias_says_how_many_runs_the_store_has(writer: TraceWriter, tmp_path: Path) -> None:
@@ -96,7 +98,8 @@ def test_a_store_without_roots_files_resolves_latest_and_previous(two_runs: tupl
     for roots in root_files(path):
         roots.unlink()
     with TraceStore(path) as store:
-        assert (store.resolve("latest"), store.resolve("previous")) == (second, first)
+        stray = next(r.trace_id for r in store.index() if r.trace_id not in (first, second))
+        assert (store.resolve("latest"), store.resolve("previous")) == (second, stray)
 
 
 def test_previous_is_read_from_the_roots_files(two_runs: tuple[Path, str, str]) -> None:

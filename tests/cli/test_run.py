@@ -197,3 +197,61 @@ def test_the_program_starts_without_the_reader_side_loaded(tmp_path: Path) -> No
     done = _run(tmp_path, "--", "probe.py")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "none"
+
+
+def test_integrations_load_only_when_the_program_imports_their_package(tmp_path: Path) -> None:
+    """A program that imports no LLM SDK loads neither the SDKs nor their integrations; one that
+    imports `openai` late (inside a function) gets it instrumented at that import."""
+    (tmp_path / "plain.py").write_text(
+        "import sys\n"
+        "names = ('openai', 'anthropic', 'massgen', 'mastrace.integrations.openai',\n"
+        "         'mastrace.integrations.anthropic', 'mastrace.integrations.massgen')\n"
+        "print(','.join(m for m in names if m in sys.modules) or 'none')\n"
+    )
+    (tmp_path / "late.py").write_text(
+        "import sys\n"
+        "def main():\n"
+        "    import wrapt\n"
+        "    from openai.resources.chat.completions import Completions\n"
+        "    print(isinstance(Completions.__dict__['create'], wrapt.FunctionWrapper),\n"
+        "          'anthropic' in sys.modules)\n"
+        "main()\n"
+    )
+    plain = subprocess.run(
+        [str(MASTRACE), "run", "--store", str(tmp_path / "store"), "--", "plain.py"],
+        capture_output=True, text=True, timeout=120, env=clean_env(), cwd=tmp_path,
+    )  # fmt: skip
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stdout.strip() == "none"
+    late = subprocess.run(
+        [str(MASTRACE), "run", "--store", str(tmp_path / "store"), "--", "late.py"],
+        capture_output=True, text=True, timeout=120, env=clean_env(), cwd=tmp_path,
+    )  # fmt: skip
+    assert late.returncode == 0, late.stderr
+    assert late.stdout.strip() == "True False"
+
+
+def test_the_service_name_is_the_programs(tmp_path: Path) -> None:
+    """Without --service-name the spans carry the program's name (the script's, the module's, the
+    console script's), not `mastrace`; --service-name still wins."""
+    (tmp_path / "app.py").write_text(SCRIPT)
+    (tmp_path / "appmod.py").write_text(SCRIPT)
+    for command in (("app.py", "0"), ("python", "-m", "appmod", "0")):
+        done = subprocess.run(
+            [str(MASTRACE), "run", "--store", str(tmp_path / "store"), "--instrument", "none",
+             "--", *command],
+            capture_output=True, text=True, timeout=120, env=clean_env(), cwd=tmp_path,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    named = subprocess.run(
+        [str(MASTRACE), "run", "--store", str(tmp_path / "store"), "--service-name", "chosen",
+         "--instrument", "none", "--", "app.py", "0"],
+        capture_output=True, text=True, timeout=120, env=clean_env(), cwd=tmp_path,
+    )  # fmt: skip
+    assert named.returncode == 0, named.stderr
+    done = subprocess.run(
+        [str(MASTRACE), "query", "--store", str(tmp_path / "store"), "--format", "json",
+         "SELECT service_name FROM records ORDER BY start_timestamp"],
+        capture_output=True, text=True, timeout=120, env=clean_env(),
+    )  # fmt: skip
+    assert [r["service_name"] for r in json.loads(done.stdout)] == ["app", "appmod", "chosen"]

@@ -52,10 +52,8 @@ def test_runs_marks_the_runs_latest_and_previous_pick(mastrace_cli: Runner, demo
     assert [r["ref"] for r in runs] == ["latest", "previous"]
 
 
-def test_latest_is_the_newest_coordination_session_not_the_newest_trace(
-    mastrace_cli: Runner, demo_store: Path, tmp_path: Path
-) -> None:
-    """A newer trace that is not a coordination session is listed first but not marked `latest`."""
+def test_latest_is_the_newest_run_of_any_kind(mastrace_cli: Runner, demo_store: Path, tmp_path: Path) -> None:
+    """A newer trace that is not a coordination session (a helper's, a plain SDK call's) is `latest`."""
     store = tmp_path / "store"
     shutil.copytree(demo_store, store)
     code = (
@@ -65,9 +63,9 @@ def test_latest_is_the_newest_coordination_session_not_the_newest_trace(
     subprocess.run([sys.executable, "-c", code], check=True, env=clean_env(), timeout=600)
     rows = json.loads(mastrace_cli("runs", "--format", "json", store=store).stdout)
     assert [(r["name"], r["ref"]) for r in rows] == [
-        ("helper.job", None),
-        ("coordination.session", "latest"),
+        ("helper.job", "latest"),
         ("coordination.session", "previous"),
+        ("coordination.session", None),
     ]
 
 

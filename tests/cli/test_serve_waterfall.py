@@ -52,7 +52,8 @@ def build_run(tracer: mastrace.Tracer) -> None:
     with tracer.span(
         "agent.agent_b.round_0",
         attributes={"massgen.agent_id": "agent_b", "massgen.usage.input": 10, "massgen.usage.output": 2,
-                    "massgen.usage.cost": 0.0, "mastrace.cost.unknown": True},
+                    "massgen.usage.cost": 0.0, "mastrace.cost.unknown": True,
+                    "mastrace.cost.unknown_models": ["house-model"]},
     ):  # fmt: skip
         time.sleep(0.01)
 
@@ -101,7 +102,7 @@ def test_rows_are_coloured_by_kind_with_a_legend(server: IntakeServer, page: Pag
 
 def test_rows_show_model_tokens_cost_and_outcome_inline(server: IntakeServer, page: Page) -> None:
     """An LLM row shows its model and tokens; a round its tokens, cost (significant digits) and outcome;
-    a round whose cost is unknown shows "—", never $0."""
+    a round whose cost is unknown shows "—" with the model, never $0."""
     open_run(server, page)
 
     def keys(label: str) -> str:
@@ -109,7 +110,7 @@ def test_rows_show_model_tokens_cost_and_outcome_inline(server: IntakeServer, pa
 
     assert keys("llm.openai.stream") == "gpt-4o · 1,234 in / 56 out"
     assert keys("agent.agent_a.round_0") == "1,234 in / 56 out · $0.00018 · answer"
-    assert keys("agent.agent_b.round_0") == "10 in / 2 out · —"
+    assert keys("agent.agent_b.round_0") == "10 in / 2 out · — (no price for house-model)"
 
 
 def test_summary_header_states_start_duration_agents_tokens_cost_and_errors(
@@ -122,7 +123,8 @@ def test_summary_header_states_start_duration_agents_tokens_cost_and_errors(
     assert page.text_content("#s-spans") == "7"
     assert page.text_content("#s-agents") == "2 (agent_a, agent_b)"
     assert page.text_content("#s-tokens") == "1,244 / 58"
-    assert page.text_content("#s-cost") == "—"  # one round has no known price
+    # one round has no known price: the known part and the unpriced model
+    assert page.text_content("#s-cost") == "$0.00018 + unpriced: house-model"
     assert page.text_content("#s-errors") == "0"
 
 

@@ -8,6 +8,7 @@ import importlib.util
 import logging
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import openai
 import pytest
@@ -38,6 +39,27 @@ def test_without_massgen_installed_it_warns_once_and_returns_false(caplog: pytes
     assert [r.getMessage() for r in caplog.records].count(
         "mastrace: instrument_massgen() needs the massgen package; nothing traced"
     ) == 1
+
+
+def test_a_massgen_that_fails_to_import_is_named_with_the_real_cause(
+    caplog: pytest.LogCaptureFixture, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An installed MassGen whose own import fails (as with mcp 2, which lacks a name MassGen
+    imports) is reported with the ImportError's message, not as a missing package."""
+    package = tmp_path / "massgen"
+    package.mkdir()
+    (package / "__init__.py").write_text("from json import streamablehttp_client\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    reset_reported()
+    with caplog.at_level(logging.WARNING, logger="mastrace"):
+        assert integration.instrument_massgen() is False
+    messages = [r.getMessage() for r in caplog.records]
+    assert any(
+        m.startswith("mastrace: massgen is installed but cannot be imported (ImportError: ")
+        and "cannot import name 'streamablehttp_client' from 'json'" in m
+        for m in messages
+    ), messages
+    assert not any("needs the massgen package" in m for m in messages)
 
 
 def _round(agent: str, n: int, totals: tuple[int, int]) -> None:

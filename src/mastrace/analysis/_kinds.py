@@ -97,11 +97,16 @@ def format_cost(value: float | None, unknown_models: Sequence[str] = (), *, sign
     """A cost in USD with enough digits to be non-zero: `$0.00018`, `$0.0289`, `$12.35`.
 
     Three significant digits below one dollar, cents above; `-` for None. A cost that includes
-    calls without a known price is unknown: `—`, with the models named, never `$0`; so is one that
-    is not a number (NaN or infinite, as a sender or a calculator may record).
+    calls without a known price shows the known part and names the unpriced models
+    (`$0.0369 + unpriced: house-model-c`); with no known part it is unknown, `—` with the models
+    named, never `$0`; so is one that is not a number (NaN or infinite, as a sender or a
+    calculator may record).
     """
     if unknown_models:
-        return f"{UNKNOWN_COST} (no price for {', '.join(unknown_models)})"
+        models = ", ".join(unknown_models)
+        if value is None or not math.isfinite(value) or value == 0:
+            return f"{UNKNOWN_COST} (no price for {models})"
+        return f"{format_cost(value, signed=signed)} + unpriced: {models}"
     if value is None:
         return "-"
     if not math.isfinite(value):

@@ -238,6 +238,34 @@ def _errors(report: Report) -> list[str]:
     return [*lines, *_more(report, "errors", len(rows)), ""]
 
 
+def _recovery(report: Report) -> list[str]:
+    lines = ["## Retries, Restarts & Timeouts", ""]
+    rows = report.recovery
+    if not rows:
+        return [*lines, "No HTTP retries, enforcement retries, restarts or timeouts were recorded.", ""]
+    table = [(r.agent, r.http_retries, r.enforcement_retries, r.restarts, r.timeouts) for r in rows]
+    if len(rows) > 1:
+        table.append(
+            (
+                "**Total**",
+                sum(r.http_retries for r in rows),
+                sum(r.enforcement_retries for r in rows),
+                sum(r.restarts for r in rows),
+                sum(r.timeouts for r in rows),
+            )
+        )
+    headers = ["Agent", "HTTP retries", "Enforcement retries", "Restart signals", "Timeouts"]
+    lines += _table(headers, table, "lrrrr")
+    lines += [
+        "",
+        "_HTTP retries: the LLM SDK's own retries inside one call (429, 5xx, dropped connection). "
+        "Enforcement retries: MassGen asking an agent again after a reply without a valid tool call. "
+        "Restart signals: MassGen's `Agent restart` records (a new answer asks the agent to start over; "
+        "an agent that has failed or finished does not). Timeouts: MassGen's `agent_timeout` events._",
+    ]
+    return [*lines, ""]
+
+
 def _usage(report: Report) -> list[str]:
     lines = ["## Cost & Token Analysis", ""]
     if not report.usage:
@@ -341,6 +369,7 @@ def render_markdown(report: Report) -> str:
         _slowest,
         _tools,
         _errors,
+        _recovery,
         _usage,
         _experiment,
         _config,

@@ -13,6 +13,7 @@ __all__ = [
     "OperationRow",
     "Overview",
     "PhaseRow",
+    "RecoveryRow",
     "Report",
     "RoundRow",
     "ToolRow",
@@ -147,6 +148,19 @@ class ErrorRow:
 
 
 @dataclass
+class RecoveryRow:
+    """What one agent recovered from, or did not: the SDK's HTTP retries inside its LLM calls,
+    MassGen's enforcement retries (a reply without a valid tool call asked again), its restarts
+    (a new answer made the agent start over) and its timeouts."""
+
+    agent: str
+    http_retries: int = 0
+    enforcement_retries: int = 0
+    restarts: int = 0
+    timeouts: int = 0
+
+
+@dataclass
 class UsageRow:
     """Tokens and cost of one agent; `cache_hit_rate` is cached input over input, in percent."""
 
@@ -192,6 +206,8 @@ class Report:
     slowest: list[OperationRow] = field(default_factory=list)
     tools: list[ToolRow] = field(default_factory=list)
     errors: list[ErrorRow] = field(default_factory=list)
+    recovery: list[RecoveryRow] = field(default_factory=list)
+    """Per agent: HTTP retries, enforcement retries, restarts and timeouts (agents with none left out)."""
     usage: list[UsageRow] = field(default_factory=list)
     usage_source: str | None = None
     config: Any = None

@@ -21,6 +21,7 @@ from ._model import (
     OperationRow,
     Overview,
     PhaseRow,
+    RecoveryRow,
     Report,
     RoundRow,
     ToolRow,
@@ -35,6 +36,7 @@ from ._sql import (
     ORPHAN_ROOT_SQL,
     OWNER_SQL,
     PHASES_SQL,
+    RECOVERY_SQL,
     REPEATED_ERRORS_SQL,
     ROOT_SQL,
     ROUND_USAGE_SQL,
@@ -314,6 +316,16 @@ def build_report(
                 r["name"], r["agent"], _error_kind(r), r["exception_type"], r["message"], offset(r)
             ),
         ),
+        recovery=[
+            RecoveryRow(
+                str(r["agent"]),
+                int(r["http_retries"]),
+                int(r["enforcement_retries"]),
+                int(r["restarts"]),
+                int(r["timeouts"]),
+            )
+            for r in store.rows(RECOVERY_SQL, [trace_id])
+        ],
         usage=usage,
         usage_source=source,
         config=config,

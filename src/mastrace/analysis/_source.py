@@ -440,7 +440,7 @@ class SourceStore(TraceStore):
             "SELECT trace_id, epoch_us(started) AS start_us, is_session = 1 AS is_session FROM fetched",
         )
         refs = [RunRef(str(r["trace_id"]), int(r["start_us"]), bool(r["is_session"])) for r in found]
-        refs.sort(key=lambda r: (r.is_session, r.start_us), reverse=True)
+        refs.sort(key=lambda r: r.start_us, reverse=True)
         return refs
 
     def _latest_sessions(self, limit: int) -> list[str]:
@@ -449,8 +449,9 @@ class SourceStore(TraceStore):
         for table in ("roots", "records") if self._roots else ("records",):
             try:
                 found = self._remote(
-                    f"SELECT trace_id, min(start_timestamp) AS started FROM {table} WHERE {_SESSION_ROOT} "
-                    f"GROUP BY trace_id ORDER BY started DESC LIMIT {int(limit)}",
+                    f"SELECT trace_id, min(start_timestamp) AS started FROM {table} "
+                    "WHERE parent_span_id IS NULL GROUP BY trace_id "
+                    f"ORDER BY started DESC LIMIT {int(limit)}",
                     "started DESC",
                     "SELECT trace_id FROM fetched ORDER BY epoch_us(started) DESC",
                 )

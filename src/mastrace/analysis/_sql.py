@@ -23,6 +23,7 @@ __all__ = [
     "ORPHAN_ROOT_SQL",
     "OWNER_SQL",
     "PHASES_SQL",
+    "RECOVERY_SQL",
     "REPEATED_ERRORS_SQL",
     "ROOT_SQL",
     "ROUNDS_SQL",
@@ -92,6 +93,8 @@ _LLM_KEYS = (
 )
 # An LLM span's price (instrumented SDK calls keep it in `mastrace.usage`, not under `massgen.*`).
 _LLM_PRICE_PATH: Final = f"'$.\"{semconv.MASTRACE_USAGE}\".cost'"
+# The development GenAI conventions' cost (another emitter's, or mastrace's under the opt-in).
+_GEN_AI_COST_PATH: Final = f"'$.\"{semconv.GEN_AI_USAGE_COST_AMOUNT}\"'"
 
 
 def _paths(keys: tuple[str, ...] | list[str], *extra: str) -> str:
@@ -418,7 +421,7 @@ GROUP BY 1
 LLM_USAGE_SQL: Final = f"""
 WITH llm AS (
     SELECT {_hex_id("span_id")} AS sid, duration,
-           json_extract_string(attributes, {_paths(_LLM_KEYS, _LLM_PRICE_PATH)}) AS a
+           json_extract_string(attributes, {_paths(_LLM_KEYS, _LLM_PRICE_PATH, _GEN_AI_COST_PATH)}) AS a
     FROM records WHERE trace_id = ? AND span_name LIKE '{semconv.SPAN_LLM_PREFIX}%'
 )
 SELECT coalesce(l.a[1], l.a[2], o.owner_agent) AS agent, count(*) AS spans, sum(l.duration) AS time,
@@ -426,7 +429,40 @@ SELECT coalesce(l.a[1], l.a[2], o.owner_agent) AS agent, count(*) AS spans, sum(
        sum(TRY_CAST(coalesce(l.a[5], l.a[6]) AS DOUBLE)) AS output,
        sum(TRY_CAST(coalesce(l.a[7], l.a[8]) AS DOUBLE)) AS reasoning,
        sum(TRY_CAST(coalesce(l.a[9], l.a[10]) AS DOUBLE)) AS cached,
-       round(fsum(TRY_CAST(coalesce(l.a[11], l.a[12]) AS DOUBLE)), 12) AS cost
+       round(fsum(TRY_CAST(coalesce(l.a[11], l.a[12], l.a[13]) AS DOUBLE)), 12) AS cost
 FROM llm l LEFT JOIN mt_owner o ON o.sid = l.sid
 GROUP BY 1 ORDER BY 1
+"""
+
+
+# Per agent: HTTP retries (events on LLM calls), enforcement retries (events on rounds), restarts and
+# timeouts (MassGen's records). Read from `records` (mt_spans keeps no events), only the spans that
+# can hold one; an agent is the span's own (`massgen.agent_id`, a record's `agent_id`), else the
+# round the span is under.
+_EVENT_NAMES = "json_extract_string(r.otel_events, '$[*].name')"
+RECOVERY_SQL: Final = f"""
+SELECT agent, sum(http) AS http_retries, sum(enforcement) AS enforcement_retries,
+       sum(restart) AS restarts, sum(timeout) AS timeouts
+FROM (
+    SELECT coalesce(r.attributes->>'{semconv.MASSGEN_AGENT_ID}', r.attributes->>'agent_id',
+                    o.owner_agent, '-') AS agent,
+           (SELECT count(*) FROM unnest({_EVENT_NAMES}) AS e(n)
+            WHERE n = '{semconv.EVENT_HTTP_RETRY}') AS http,
+           (SELECT count(*) FROM unnest({_EVENT_NAMES}) AS e(n)
+            WHERE n = '{semconv.EVENT_MASSGEN_ENFORCEMENT}') AS enforcement,
+           CASE WHEN r.span_name LIKE 'Agent restart%' THEN 1 ELSE 0 END AS restart,
+           CASE WHEN r.span_name LIKE 'Coordination event: agent_timeout%'
+                     OR r.attributes->>'{semconv.MASSGEN_EVENT_TYPE}' = 'agent_timeout'
+                THEN 1 ELSE 0 END AS timeout
+    FROM records r
+    LEFT JOIN mt_owner o ON o.sid = TRY_CAST('0x' || r.span_id AS UBIGINT)
+    WHERE r.trace_id = ?
+      AND (contains(CAST(r.otel_events AS VARCHAR), '{semconv.EVENT_HTTP_RETRY}')
+           OR contains(CAST(r.otel_events AS VARCHAR), '{semconv.EVENT_MASSGEN_ENFORCEMENT}')
+           OR r.span_name LIKE 'Agent restart%' OR r.span_name LIKE 'Coordination event: agent_timeout%'
+           OR r.attributes->>'{semconv.MASSGEN_EVENT_TYPE}' = 'agent_timeout')
+)
+GROUP BY agent
+HAVING sum(http) + sum(enforcement) + sum(restart) + sum(timeout) > 0
+ORDER BY agent
 """

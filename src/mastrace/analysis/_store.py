@@ -56,12 +56,12 @@ FROM records
 GROUP BY trace_id
 """
 
-# The common case of `latest`/`previous`: only session roots are grouped, so the scan stays light;
+# The common case of `latest`/`previous`: only root spans are grouped, so the scan stays light;
 # on `roots` (every root span, when complete) it reads a few lines instead of the whole store.
-_SESSIONS_SQL = f"""
+_SESSIONS_SQL = """
 SELECT trace_id, epoch_us(min(start_timestamp)) AS start_us
-FROM {{table}}
-WHERE span_name = '{semconv.SPAN_COORDINATION_SESSION}' AND parent_span_id IS NULL
+FROM {table}
+WHERE parent_span_id IS NULL
 GROUP BY trace_id
 ORDER BY start_us DESC
 LIMIT ?
@@ -110,7 +110,8 @@ SELECT trace_id,
        {_usage_sum(semconv.MASSGEN_USAGE_OUTPUT, semconv.GEN_AI_USAGE_OUTPUT_TOKENS)} AS output_tokens,
        round(coalesce(fsum(TRY_CAST(attributes->>'{semconv.MASSGEN_USAGE_COST}' AS DOUBLE))
                     FILTER (WHERE {AGENT_SPAN_SQL}),
-                fsum(TRY_CAST(attributes->'{semconv.MASTRACE_USAGE}'->>'cost' AS DOUBLE))
+                fsum(coalesce(TRY_CAST(attributes->'{semconv.MASTRACE_USAGE}'->>'cost' AS DOUBLE),
+                              TRY_CAST(attributes->>'{semconv.GEN_AI_USAGE_COST_AMOUNT}' AS DOUBLE)))
                     FILTER (WHERE span_name LIKE '{semconv.SPAN_LLM_PREFIX}%')), 12) AS cost,
        bool_or(span_name = '{semconv.SPAN_COORDINATION_SESSION}' AND parent_span_id IS NULL) AS is_session,
        list(DISTINCT attributes->>'{semconv.MASTRACE_COST_UNKNOWN_MODELS}')
@@ -401,11 +402,11 @@ class TraceStore:
             raise StoreError(f"the local store at {self.where} has no spans yet")
 
     def index(self) -> list[RunRef]:
-        """Every trace, newest first; coordination sessions before other traces."""
+        """Every trace, newest first (a coordination session or a plain SDK call alike)."""
         refs = [
             RunRef(r["trace_id"], int(r["start_us"]), bool(r["is_session"])) for r in self.rows(_INDEX_SQL)
         ]
-        refs.sort(key=lambda r: (r.is_session, r.start_us), reverse=True)
+        refs.sort(key=lambda r: r.start_us, reverse=True)
         return refs
 
     def runs(self, limit: int | None = None) -> list[RunSummary]:
@@ -424,7 +425,8 @@ class TraceStore:
     def resolve(self, ref: str | None) -> str:
         """Turn `latest`, `previous`, a full trace id or a unique prefix into a trace id.
 
-        `latest` and `previous` count coordination sessions when the store has any, else all traces.
+        `latest` is the most recent run of any kind (a coordination session, a script's own spans, a
+        plain SDK call: the trace whose root span started last), `previous` the one before it.
 
         Raises:
             StoreError: The store is empty, or no (or more than one) trace matches.
@@ -461,15 +463,12 @@ class TraceStore:
                 when it can be (two sessions in it, or every run of the store), with no query.
             limit: The limit those runs were read with.
         """
-        if runs is not None:
-            sessions = [r.trace_id for r in runs if r.is_session]
-            if len(sessions) >= 2 or not limit or len(runs) < limit:
-                newest = (sessions or [r.trace_id for r in runs])[:2]
-                return dict(zip(newest, ("latest", "previous"), strict=False))
         newest = self._latest_sessions(2)  # the common case, in one look at the roots
         if len(newest) < 2:
-            refs = self.index()
-            newest = [r.trace_id for r in ([r for r in refs if r.is_session] or refs)[:2]]
+            if runs is not None and (not limit or len(runs) < limit):
+                newest = [r.trace_id for r in runs][:2]
+            else:
+                newest = [r.trace_id for r in self.index()][:2]
         return dict(zip(newest, ("latest", "previous"), strict=False))
 
     def _by_position(self, position: int, alias: str) -> str:
@@ -479,7 +478,7 @@ class TraceStore:
         refs = self.index()
         if not refs:
             self.ensure_not_empty()
-        sessions = [r for r in refs if r.is_session] or refs
+        sessions = refs
         if position >= len(sessions):
             raise StoreError(
                 f"there is no {alias!r} run: the store at {self.where} has {len(sessions)} "
@@ -488,7 +487,7 @@ class TraceStore:
         return sessions[position].trace_id
 
     def _latest_sessions(self, limit: int) -> list[str]:
-        """The trace ids of the `limit` newest coordination sessions, newest first."""
+        """The trace ids of the `limit` newest runs (traces with a root span), newest first."""
         if roots_complete(self.paths):
             try:
                 return self._session_ids("roots", limit)

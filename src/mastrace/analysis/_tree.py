@@ -170,6 +170,8 @@ def _llm_call_cost(attrs: dict[str, Any]) -> float | None:
         except ValueError:
             return None
     cost = usage.get("cost") if isinstance(usage, dict) else None
+    if cost is None:  # the development GenAI conventions' cost attribute
+        cost = attrs.get(semconv.GEN_AI_USAGE_COST_AMOUNT)
     return float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None
 
 
@@ -185,8 +187,11 @@ def key_attributes(span: SpanRow) -> list[str]:
             out.append(_shown(label, value))
     if attrs.get(semconv.MASTRACE_COST_UNKNOWN) is True:  # not a real $0: part of the cost has no price
         models = attrs.get(semconv.MASTRACE_COST_UNKNOWN_MODELS)
+        known = attrs.get(semconv.MASSGEN_USAGE_COST)
+        if not isinstance(known, (int, float)) or isinstance(known, bool):
+            known = _llm_call_cost(attrs) if span.name.startswith(semconv.SPAN_LLM_PREFIX) else None
         out = [o for o in out if not o.startswith("cost=")]
-        out.append("cost=" + format_cost(None, models if isinstance(models, list) and models else ["?"]))
+        out.append("cost=" + format_cost(known, models if isinstance(models, list) and models else ["?"]))
     if attrs.get(semconv.MASSGEN_IS_WINNER) is True:
         out.append("winner")
     return out

@@ -85,15 +85,49 @@ def _target(program: str, args: list[str]) -> tuple[Callable[[], Any], list[str]
     return (lambda: sys.exit(entry.load()())), [program, *args], dist
 
 
-def _instrument(names: Sequence[str]) -> list[str]:
-    done = []
-    for name in names:
-        if importlib.util.find_spec(name) is None:
-            continue
+def _instrument_now(name: str) -> None:
+    """Turn on one integration; a failure is a warning, never an error in the program's import."""
+    try:
         module = importlib.import_module(f"mastrace.integrations.{name}")
-        if getattr(module, f"instrument_{name}")():
-            done.append(name)
-    return done
+        getattr(module, f"instrument_{name}")()
+    except Exception as exc:  # the program's own import must go on
+        from ..tracing._errors import warn_once
+
+        warn_once(f"run-instrument-{name}", f"mastrace: could not instrument {name} ({exc}); not traced")
+
+
+def _on_import(name: str) -> Callable[[Any], None]:
+    def hook(_module: Any) -> None:
+        _instrument_now(name)
+
+    return hook
+
+
+def _instrument(names: Sequence[str]) -> list[str]:
+    """Instrument each package when the program first imports it (at once if it already has).
+
+    Nothing is imported ahead of the program: a program that never imports `openai` never pays
+    for importing it, nor for its integration. Returns the names a hook was registered for.
+    """
+    import wrapt
+
+    registered = []
+    for name in names:
+        if name in sys.modules:
+            _instrument_now(name)
+        else:
+            wrapt.register_post_import_hook(_on_import(name), name)
+        registered.append(name)
+    return registered
+
+
+def _program_name(argv: list[str]) -> str:
+    """The name a program's spans are recorded under: the console script's name (`massgen`), the
+    module of `python -m` (`pkg.cli`), the file name of a script without `.py`."""
+    first = argv[0] if argv else ""
+    if first.endswith(".py") or os.sep in first:
+        first = os.path.splitext(os.path.basename(first))[0]
+    return first or "mastrace"
 
 
 def _chosen(given: list[str] | None) -> list[str] | None:
@@ -143,23 +177,25 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     if not command:
         raise MastraceError("nothing to run: mastrace run -- PROGRAM [ARGS...]")
     chosen = _chosen(args.instrument)
-    call, argv, dist = _target(command[0], command[1:])
-    if chosen is not None:
-        wanted = chosen
-    else:  # MassGen for the massgen command (or module), the LLM SDKs that are installed
-        runs_massgen = (dist or "").lower() == "massgen" or argv[0].split(".")[0] == "massgen"
-        # Not LiteLLM: importing it takes seconds (and fetches a price table) for programs that may
-        # never use it; ask for it with --instrument.
-        wanted = [n for n in ("massgen", "openai", "anthropic") if n != "massgen" or runs_massgen]
+    call, argv, _dist = _target(command[0], command[1:])
+    # By default MassGen and the LLM SDKs, each when (and if) the program imports it. Not LiteLLM:
+    # its integration fetches a price table; ask for it with --instrument.
+    wanted = chosen if chosen is not None else ["massgen", "openai", "anthropic"]
     # The command line wins over the program's own configure() arguments, here and in every process
     # it starts: configure() reads MASTRACE_RUN before its arguments (see the precedence table).
     os.environ[RUN_ENV] = json.dumps(_pins(args))
 
     import mastrace
 
-    mastrace.configure()
-    _instrument(wanted)
     saved = sys.argv
+    # The program's own name, as configure() sees it: its spans are recorded under it (`massgen`),
+    # not under `mastrace`; --service-name and OTEL_SERVICE_NAME still win.
+    sys.argv = [_program_name(argv), *argv[1:]]
+    try:
+        mastrace.configure()
+    finally:
+        sys.argv = saved
+    _instrument(wanted)
     sys.argv = argv
     code: Any = 0
     try:

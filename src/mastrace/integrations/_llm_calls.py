@@ -24,11 +24,11 @@ from opentelemetry.trace import SpanKind
 from .. import pricing, semconv
 from ..tracing._errors import handle_internal_errors, log_internal_error, warn_once
 from ..tracing._genai import LastSeen, capture_enabled, current_conversation_id, request_attributes, server_of
+from ..tracing._messages import Output, tool_result_ids
 from ..tracing._tracer import NOOP_SPAN, NoOpSpan, Span, attach_span, get_tracer
 from ..usage import CostCalculator, TokenUsage, credit_usage, current_sinks, field_of, usage_attributes
 from . import _http_retries
 from ._llm_streams import AsyncStream, SyncStream
-from ._messages import Output, tool_result_ids
 
 __all__ = [
     "Call",

@@ -25,10 +25,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..tracing._errors import warn_once
+from ..tracing._messages import anthropic_request
 from ..usage import CostCalculator
 from ._anthropic_sdk import lend_call_span, stream_wrapper
 from ._llm_calls import Call, Options, Patches, Reader, version_known
-from ._messages import anthropic_request
 
 __all__ = ["instrument_anthropic", "uninstrument_anthropic"]
 

@@ -25,9 +25,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..tracing._errors import warn_once
+from ..tracing._messages import openai_request
 from ..usage import CostCalculator
 from ._llm_calls import Call, Options, Patches, Reader
-from ._messages import openai_request
 from .openai import SKIPPED_REQUEST
 from .openai import _chunk as _openai_chunk
 from .openai import _response as _openai_response

@@ -219,10 +219,18 @@ def instrument_massgen() -> bool:
         try:
             import massgen
             from massgen import structured_logging
-        except ImportError:
-            warn_once(
-                "massgen-missing", "mastrace: instrument_massgen() needs the massgen package; nothing traced"
-            )
+        except ImportError as error:
+            if error.name == "massgen":  # the package itself is absent
+                warn_once(
+                    "massgen-missing",
+                    "mastrace: instrument_massgen() needs the massgen package; nothing traced",
+                )
+            else:  # installed, but it (or one of its dependencies) fails to import: say why
+                warn_once(
+                    "massgen-broken",
+                    f"mastrace: massgen is installed but cannot be imported ({type(error).__name__}: "
+                    f"{error}); nothing traced",
+                )
             return False
         if not hasattr(structured_logging, "TracerProxy"):
             version = getattr(massgen, "__version__", "?")

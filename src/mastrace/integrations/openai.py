@@ -42,9 +42,9 @@ from typing import Any
 from .. import semconv
 from ..tracing._errors import warn_once
 from ..tracing._genai import LastSeen
+from ..tracing._messages import openai_request
 from ..usage import CostCalculator
 from ._llm_calls import Call, Options, Patches, Reader, version_known
-from ._messages import openai_request
 
 __all__ = ["instrument_openai", "uninstrument_openai"]
 

@@ -22,7 +22,7 @@ from opentelemetry.trace import SpanKind
 from .. import pricing, semconv
 from ..exceptions import ConfigError
 from ..tracing._errors import handle_internal_errors
-from ..tracing._genai import current_conversation_id, request_attributes
+from ..tracing._genai import capture_enabled, current_conversation_id, request_attributes
 from ..tracing._streams import TracedAsyncGenerator, TracedGenerator
 from ..tracing._tracer import NOOP_SPAN, NoOpSpan, Span
 from ..usage import CostCalculator, TokenUsage, credit_usage, field_of, usage_attributes
@@ -133,6 +133,22 @@ async def _async_body(stream: AsyncIterable[Any], state: _StreamState) -> AsyncG
         state.finish()
 
 
+def _content(provider: str, request: dict[str, Any]) -> dict[str, Any]:
+    """The request's content attributes (messages, system instructions, tool definitions), read
+    as the SDK integrations read them: Anthropic's shape for `anthropic`, OpenAI's otherwise."""
+    from ..tracing._messages import anthropic_request, openai_request
+
+    content = anthropic_request(request) if provider == "anthropic" else openai_request(request)
+    attrs: dict[str, Any] = {}
+    if content["input"]:
+        attrs[semconv.GEN_AI_INPUT_MESSAGES] = content["input"]
+    if "system" in content:
+        attrs[semconv.GEN_AI_SYSTEM_INSTRUCTIONS] = content["system"]
+    if "tools" in content:
+        attrs[semconv.GEN_AI_TOOL_DEFINITIONS] = content["tools"]
+    return attrs
+
+
 class LLMBackendMixin:
     """Adds `llm.<provider>.stream` spans to an LLM backend. The class must set `provider`.
 
@@ -152,7 +168,10 @@ class LLMBackendMixin:
             stream: The provider's iterable or async iterable of chunks.
             **request: Request parameters: those the conventions name (`max_tokens`,
                 `temperature`, `stop`, ...) become their `gen_ai.request.*` attributes, other
-                primitive ones `mastrace.request.<name>`.
+                primitive ones `mastrace.request.<name>`. With content capture on
+                (`configure(capture_content=True)`), `messages`, `system` and `tools` are
+                recorded as `gen_ai.input.messages`, `gen_ai.system_instructions` and
+                `gen_ai.tool.definitions`, in the conventions' JSON structure.
         """
         provider = getattr(self, "provider", None)
         if not provider:
@@ -168,6 +187,9 @@ class LLMBackendMixin:
         conversation = current_conversation_id()
         if conversation is not None:
             attrs[semconv.GEN_AI_CONVERSATION_ID] = conversation
+        if capture_enabled():
+            with handle_internal_errors("llm stream content"):
+                attrs.update(_content(provider, request))
         state = _StreamState(self, model, attrs, semconv.SPAN_LLM_STREAM.format(provider=provider))
         # The body runs in a copy of the caller's context: the span nests under the caller's span,
         # and usage reaches the caller's round even when other tasks pull the chunks.

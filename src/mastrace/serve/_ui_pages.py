@@ -8,6 +8,7 @@ report, through a Markdown renderer with raw HTML turned off: span content is ne
 from __future__ import annotations
 
 import html
+import json
 from typing import Any, Final
 
 from .. import semconv
@@ -22,8 +23,9 @@ KEY_ATTRIBUTES: Final[dict[str, tuple[str, ...]]] = {
     "model": (semconv.GEN_AI_REQUEST_MODEL, semconv.GEN_AI_RESPONSE_MODEL),
     "in": (semconv.MASSGEN_USAGE_INPUT, semconv.GEN_AI_USAGE_INPUT_TOKENS),
     "out": (semconv.MASSGEN_USAGE_OUTPUT, semconv.GEN_AI_USAGE_OUTPUT_TOKENS),
-    "cost": (semconv.MASSGEN_USAGE_COST,),
+    "cost": (semconv.MASSGEN_USAGE_COST, semconv.GEN_AI_USAGE_COST_AMOUNT),
     "cost_unknown": (semconv.MASTRACE_COST_UNKNOWN,),
+    "cost_unknown_models": (semconv.MASTRACE_COST_UNKNOWN_MODELS,),
     "outcome": (semconv.MASSGEN_OUTCOME,),
     "agent": (semconv.MASSGEN_AGENT_ID, semconv.GEN_AI_AGENT_ID),
     "tool": (semconv.GEN_AI_TOOL_NAME,),
@@ -53,6 +55,14 @@ def _number(text: str | None) -> float | None:
         return None
 
 
+def _models(text: str) -> list[str]:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return [text]
+    return [str(m) for m in value if m] if isinstance(value, list) else [str(value)]
+
+
 def _keys(values: list[str | None]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     at = 0
@@ -67,6 +77,10 @@ def _keys(values: list[str | None]) -> dict[str, Any]:
                 out[name] = number
         elif name == "cost_unknown":
             out[name] = found.lower() == "true"
+        elif name == "cost_unknown_models":
+            models = _models(found)
+            if models:
+                out[name] = models
         else:
             out[name] = found
     return out

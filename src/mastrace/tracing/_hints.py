@@ -1,8 +1,10 @@
-"""The one hint mastrace prints on its own: spans were created but `configure()` was never called.
+"""The one hint mastrace prints on its own: spans were created but `configure()` was never called,
+or was called only after them.
 
 Without `configure()` every span is a no-op, by design (libraries can be instrumented without
 forcing tracing on their users). Forgetting it in a program is then silent, so at exit a process
-that created no-op spans and never configured mastrace says so, once, on stderr.
+that created no-op spans and never configured mastrace says so, once, on stderr; one that
+configured mastrace after creating some says how many were not recorded.
 
 It stays quiet where nobody asked for it: under pytest or `python -m unittest` (a user's test
 suite), in an interactive interpreter or a notebook, with `MASTRACE_DISABLED=1`, and whenever
@@ -20,7 +22,7 @@ from ._state import STATE
 
 __all__ = ["first_noop_span", "hint_text", "should_hint"]
 
-_PACKAGE = __name__.partition(".")[0]  # the public package, whose configure() users call
+_TOP = (__package__ or "mastrace").split(".")[0]  # the package users import (`mastrace`)
 _registered = threading.Lock()
 _done = False
 
@@ -49,9 +51,9 @@ def _testing() -> bool:
 
 
 def should_hint() -> bool:
-    """Whether the exit hint is due: no-op spans were made, mastrace was never configured, and
-    nothing here asks for silence."""
-    if not STATE.noop_spans or STATE.configured:
+    """Whether the exit hint is due: no-op spans were made before mastrace was configured (or it
+    never was), and nothing here asks for silence."""
+    if not STATE.noop_spans:
         return False
     from . import _params
 
@@ -68,8 +70,14 @@ def should_hint() -> bool:
 def hint_text() -> str:
     """The hint: how many spans were not recorded, why, and what to do."""
     n = STATE.noop_spans
+    if STATE.configured:
+        return (
+            f"mastrace: {n:,} span(s) were not recorded because they were created before "
+            f"{_TOP}.configure() was called; call it once at start, before any span "
+            "(or run the program with `mastrace run -- ...`). Set MASTRACE_HINTS=0 to silence this."
+        )
     return (
-        f"mastrace: {n:,} span(s) were not recorded because {_PACKAGE}.configure() was never called in "
+        f"mastrace: {n:,} span(s) were not recorded because {_TOP}.configure() was never called in "
         "this process; call it once at start (or run the program with `mastrace run -- ...`). "
         "Set MASTRACE_HINTS=0 to silence this."
     )

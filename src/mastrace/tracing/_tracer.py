@@ -664,8 +664,11 @@ class Tracer:
 
 
 def _noop() -> None:
-    """Count a span handed out as a no-op (for the exit hint when `configure()` was never called)."""
+    """Count a span handed out as a no-op before `configure()` (for the exit hint: never called, or
+    called too late); spans after `shutdown()` are not counted."""
     state = STATE
+    if state.configured:
+        return
     if not state.noop_spans:
         from ._hints import first_noop_span
 

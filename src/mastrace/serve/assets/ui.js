@@ -20,9 +20,16 @@ const UI = (() => {
     const s = Math.round(us / 1e6);
     return Math.floor(s / 60) + " m " + String(s % 60).padStart(2, "0") + " s";
   };
-  // A cost in dollars with enough digits to be read: $12.35, $0.0258, $0.00018; unknown is "—".
-  const cost = (value, unknown) => {
-    if (unknown) return "—";
+  // A cost in dollars with enough digits to be read: $12.35, $0.0258, $0.00018. Partly unpriced, the
+  // known part and the unpriced models ("$0.0369 + unpriced: house-model"); nothing known is "—".
+  const cost = (value, unknown, models) => {
+    if (unknown) {
+      const names = models && models.length ? models.join(", ") : "";
+      const known = Number(value);
+      if (value === null || value === undefined || value === "" || !Number.isFinite(known) || known === 0)
+        return names ? "— (no price for " + names + ")" : "—";
+      return cost(value) + " + unpriced" + (names ? ": " + names : "");
+    }
     if (value === null || value === undefined || value === "") return "";
     const v = Number(value);
     if (v === 0) return "$0";
