@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator
+from bisect import bisect_right
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from ._names import (
@@ -319,8 +320,13 @@ def looks_random(value: str, *, min_len: int = 8, uuid_ok: bool = True) -> bool:
     return shannon_entropy(value) >= min(3.0, 0.75 * (n.bit_length() - 1 if n > 1 else 1))
 
 
-def find_in_context(text: str, low: str) -> Iterator[ContextHit]:
-    """Every credential of `text` found by its context (see the module docstring), leftmost first."""
+def find_in_context(text: str, low: str, covered: Sequence[tuple[int, int]] = ()) -> Iterator[ContextHit]:
+    """Every credential of `text` found by its context (see the module docstring), leftmost first.
+
+    `covered`: spans already found by other means, sorted and apart; a value inside one is not judged
+    (it is replaced anyway), and no name is read inside it.
+    """
+    starts = [a for a, _ in covered]
     last_end = -1
     judged: dict[tuple[str, str, str, bool, bool], bool] = {}  # secret-dense text repeats its values
     for at, size in _cores(low):
@@ -328,7 +334,7 @@ def find_in_context(text: str, low: str) -> Iterator[ContextHit]:
             continue  # inside a name already read
         if _CANDIDATE.match(low, at) is None:
             continue  # the gate says no value can follow (the gate reads the name from its word on)
-        found = _at_name(text, low, at, at + size, judged)
+        found = _at_name(text, low, at, at + size, judged, covered, starts)
         if found is None:
             continue
         hit, name_end = found
@@ -362,7 +368,13 @@ _CORE_WORDS = ("pass", "pw", "secret", "token", "key", "cred", "auth", "login")
 
 
 def _at_name(
-    text: str, low: str, core_start: int, core_end: int, judged: dict[tuple[str, str, str, bool, bool], bool]
+    text: str,
+    low: str,
+    core_start: int,
+    core_end: int,
+    judged: dict[tuple[str, str, str, bool, bool], bool],
+    covered: Sequence[tuple[int, int]],
+    starts: list[int],
 ) -> tuple[ContextHit | None, int] | None:
     size = len(text)
     start, stop = core_start, max(0, core_start - 60)
@@ -404,6 +416,10 @@ def _at_name(
         v_end -= 1
     if quoted and v_end < size and text[v_end] not in "\"'`\\":
         return None, end  # a quoted value that does not end at a quote is prose
+    if starts:
+        i = bisect_right(starts, v_start) - 1
+        if i >= 0 and covered[i][1] >= v_end:
+            return None, v_end  # inside a secret found already: nothing to judge, nor to read in it
     value = text[v_start:v_end]
     if gap.group("words") is not None and not any(c.isdigit() for c in value[:_DIGIT_REACH]):
         return None, end  # as the gate asks: after blanks or words, a value holds a digit
