@@ -241,3 +241,48 @@ def test_the_context_finder_is_linear(unit: str) -> None:
     finder = _growth(text, 8, lambda t: list(find_in_context(t, t.lower())))
     baseline = _growth(text, 8, lambda t: [m.end() for m in re.finditer(r"\S+", t)])
     assert finder / baseline < 4, (finder, baseline)
+
+
+def _counting_takes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record every value the context finder judges."""
+    from mastrace.scrubbing import _contextual
+
+    judged: list[str] = []
+    takes = _contextual._takes
+
+    def counting(value: str, *args: Any) -> bool:
+        judged.append(value)
+        return takes(value, *args)
+
+    monkeypatch.setattr(_contextual, "_takes", counting)
+    return judged
+
+
+def test_a_repeated_value_is_judged_once_per_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Secret-dense text that repeats a credential costs one judgement of it, not one per occurrence
+    (and every occurrence is still replaced)."""
+    judged = _counting_takes(monkeypatch)
+    line = "the Acme SECRET is q8Zr4Kp2Lw9Xv7Tn3Hs6 and "
+    out = Scrubber(matcher="python").scrub_text(line * 200)
+    assert out.count("[Scrubbed: secret_in_context]") == 200
+    assert "q8Zr4Kp2Lw9Xv7Tn3Hs6" not in out
+    assert judged == ["q8Zr4Kp2Lw9Xv7Tn3Hs6"]
+
+
+def test_a_value_a_rule_found_is_not_judged_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The context finder skips a value inside a secret the table's rules already found: same output,
+    no judgement."""
+    judged = _counting_takes(monkeypatch)
+    key = (
+        "sk-proj-"
+        + "Ab3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF3hJ6kL9n"
+        + "T3BlbkFJ"
+        + "x" * 20
+        + "Q7w2E9r4T1y6U3i8O5p0"
+    )
+    text = f"my openai key is {key} and the Acme secret is q8Zr4Kp2Lw9Xv7Tn3Hs6."
+    out = Scrubber(matcher="python").scrub_text(text)
+    assert out == (
+        "my openai key is [Scrubbed: openai_key] and the Acme secret is [Scrubbed: secret_in_context]."
+    )
+    assert judged == ["q8Zr4Kp2Lw9Xv7Tn3Hs6"]

@@ -98,10 +98,14 @@ def find_assignments(
     """
     backwards = low[::-1]
     size = len(text)
+    judged: dict[tuple[str, str, bool], bool] = {}  # secret-dense text repeats its names and values
     for i in _separators(text) if separators is None else separators:
-        found = _assignment_at(text, low, backwards, size, i, is_secret_name, keywords)
+        found = _assignment_at(text, low, backwards, size, i, is_secret_name, keywords, judged)
         if found is not None:
             yield found
+
+
+_MAX_JUDGED = 1024  # values judged per text, remembered for its later occurrences
 
 
 def _separators(text: str) -> Iterator[int]:
@@ -120,6 +124,7 @@ def _assignment_at(
     sep_at: int,
     is_secret_name: Callable[[str], bool],
     keywords: KeywordIndex,
+    judged: dict[tuple[str, str, bool], bool],
 ) -> Assignment | None:
     named = _NAME_BACKWARDS.match(backwards, size - sep_at)
     if named is None:
@@ -146,7 +151,13 @@ def _assignment_at(
         return None
     rule_id = keywords.rule_for(name_low, literal)
     if rule_id is None:
-        if not literal_value_is_secret(name, literal, quoted):
+        key = (name, literal, quoted)
+        secret = judged.get(key)
+        if secret is None:
+            if len(judged) >= _MAX_JUDGED:
+                judged.clear()
+            secret = judged[key] = literal_value_is_secret(name, literal, quoted)
+        if not secret:
             return None
         rule_id = "secret_assignment"
     return Assignment(begin, end, value, rule_id)

@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator
+from bisect import bisect_right
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from ._names import (
@@ -319,15 +320,21 @@ def looks_random(value: str, *, min_len: int = 8, uuid_ok: bool = True) -> bool:
     return shannon_entropy(value) >= min(3.0, 0.75 * (n.bit_length() - 1 if n > 1 else 1))
 
 
-def find_in_context(text: str, low: str) -> Iterator[ContextHit]:
-    """Every credential of `text` found by its context (see the module docstring), leftmost first."""
+def find_in_context(text: str, low: str, covered: Sequence[tuple[int, int]] = ()) -> Iterator[ContextHit]:
+    """Every credential of `text` found by its context (see the module docstring), leftmost first.
+
+    `covered`: spans already found by other means, sorted and apart; a value inside one is not judged
+    (it is replaced anyway), and no name is read inside it.
+    """
+    starts = [a for a, _ in covered]
     last_end = -1
+    judged: dict[tuple[str, str, str, bool, bool], bool] = {}  # secret-dense text repeats its values
     for at, size in _cores(low):
         if at < last_end:
             continue  # inside a name already read
         if _CANDIDATE.match(low, at) is None:
             continue  # the gate says no value can follow (the gate reads the name from its word on)
-        found = _at_name(text, low, at, at + size)
+        found = _at_name(text, low, at, at + size, judged, covered, starts)
         if found is None:
             continue
         hit, name_end = found
@@ -360,7 +367,15 @@ def _cores(low: str) -> list[tuple[int, int]]:
 _CORE_WORDS = ("pass", "pw", "secret", "token", "key", "cred", "auth", "login")
 
 
-def _at_name(text: str, low: str, core_start: int, core_end: int) -> tuple[ContextHit | None, int] | None:
+def _at_name(
+    text: str,
+    low: str,
+    core_start: int,
+    core_end: int,
+    judged: dict[tuple[str, str, str, bool, bool], bool],
+    covered: Sequence[tuple[int, int]],
+    starts: list[int],
+) -> tuple[ContextHit | None, int] | None:
     size = len(text)
     start, stop = core_start, max(0, core_start - 60)
     while start > stop and low[start - 1] in _NAME_CHARS:
@@ -401,12 +416,23 @@ def _at_name(text: str, low: str, core_start: int, core_end: int) -> tuple[Conte
         v_end -= 1
     if quoted and v_end < size and text[v_end] not in "\"'`\\":
         return None, end  # a quoted value that does not end at a quote is prose
+    if starts:
+        i = bisect_right(starts, v_start) - 1
+        if i >= 0 and covered[i][1] >= v_end:
+            return None, v_end  # inside a secret found already: nothing to judge, nor to read in it
     value = text[v_start:v_end]
     if gap.group("words") is not None and not any(c.isdigit() for c in value[:_DIGIT_REACH]):
         return None, end  # as the gate asks: after blanks or words, a value holds a digit
     if strength != "password" and _NOT_DIGIT.search(value, 0, _DIGIT_REACH) is None:
         return None, end  # as the gate asks: after another word than a password's, not only digits
-    if not _takes(value, strength, context, quoted, name, low, start):
+    provider_near = strength == "weak" and _provider_before(low, start, name)
+    key = (value, strength, context, quoted, provider_near)
+    taken = judged.get(key)
+    if taken is None:
+        if len(judged) >= _MAX_JUDGED:
+            judged.clear()
+        taken = judged[key] = _takes(value, strength, context, quoted, provider_near)
+    if not taken:
         return None, end
     return ContextHit(v_start, v_end, m, context), end
 
@@ -444,10 +470,12 @@ def _in_tag(text: str, name_start: int) -> bool:
     return lt != -1 and text.find(">", lt, name_start) == -1
 
 
-def _takes(
-    value: str, strength: str, context: str, quoted: bool, name: str, low: str, name_start: int
-) -> bool:
-    """Whether `value`, in `context` after a name of `strength`, is a credential."""
+_MAX_JUDGED = 1024  # values judged per text, remembered for its later occurrences
+
+
+def _takes(value: str, strength: str, context: str, quoted: bool, provider_near: bool) -> bool:
+    """Whether `value`, in `context` after a name of `strength` (`provider_near`: a provider of the
+    table named in or just before it), is a credential."""
     if not value or value.startswith("[Scrubbed") or _is_placeholder(value) or _is_reference(value, quoted):
         return False
     if context in ("prose", "flag") and value.startswith("-"):
@@ -464,7 +492,6 @@ def _takes(
         )
     if strength == "password" and context == "flag":
         return len(value) >= 6 and not _looks_like_path(value) and not value.isdigit() and "::" not in value
-    provider_near = strength == "weak" and _provider_before(low, name_start, name)
     uuid_ok = strength != "weak" or provider_near
     if strength == "weak" and not structured and not provider_near:
         return looks_random(value, min_len=16, uuid_ok=False)

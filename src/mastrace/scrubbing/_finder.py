@@ -182,11 +182,7 @@ class Finder:
         if found is NOTHING and not self.env and not self.custom:  # most texts
             return []
         low = found.low
-        in_context: list[Hit] = []
-        if found.context:
-            low = text.lower() if low is None else low
-            in_context = [Hit(c.start, c.end, _CONTEXT, c.match) for c in find_in_context(text, low)]
-        hits = in_context + [
+        hits = [
             Hit(m.start(), m.end(), rule, m)
             for value, rule in self.env
             if value in s
@@ -212,6 +208,13 @@ class Finder:
                 hits.append(Hit(assigned.start, assigned.end, rule, assigned.match))
         for rule in self.custom:
             hits.extend(_hit(rule, m) for m in rule.regex.finditer(s))  # type: ignore[union-attr]
+        if found.context:
+            # Last: a value inside a secret found above is not judged again (its hit, ranked after every
+            # other rule's, would only be merged into that one).
+            low = text.lower() if low is None else low
+            hits = merge(hits) if len(hits) > 1 else hits
+            covered = [(hit.start, hit.end) for hit in hits]
+            hits += [Hit(c.start, c.end, _CONTEXT, c.match) for c in find_in_context(text, low, covered)]
         return merge(hits) if len(hits) > 1 else hits
 
     def _anchored(self, starts: list[tuple[int, Rule]], s: str, text: str, low: str, hits: list[Hit]) -> None:
