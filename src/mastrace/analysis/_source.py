@@ -393,6 +393,7 @@ class SourceStore(TraceStore):
             url, token, retries=retries, page_rows=page_rows, deadline=deadline, max_bytes=max_bytes
         )
         self.paths = []
+        self._generation: tuple[str, ...] = ()  # no local files: never compacted under the reader
         self.url = url
         self._loaded: set[str] = set()
         self._roots = True  # whether the source has mastrace's `roots` table

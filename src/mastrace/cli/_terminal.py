@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from ..analysis._escape import escape_control
+from ..tracing._escape import escape_control
 
 TYPE_CHECKING = False  # not `typing`'s: `mastrace --help` does not import it
 if TYPE_CHECKING:

@@ -60,7 +60,7 @@ Seed = Annotated[int, Field(description="the bootstrap's seed")]
 
 def _safe(text: str) -> str:
     """`text` capped at the answer size, control characters escaped, framed as untrusted data."""
-    from ..analysis._escape import escape_control
+    from ..tracing._escape import escape_control
 
     inner = bounded_text(escape_control(text), MAX_CHARS - 400)
     return framed(inner)
