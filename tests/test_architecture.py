@@ -137,3 +137,20 @@ def test_the_layers_name_every_folder_and_the_map_names_every_layer() -> None:
 def test_the_top_of_the_package_holds_public_topics_and_folders() -> None:
     files = {p.name for p in PACKAGE.iterdir() if p.is_file()}
     assert files - TOP_MODULES == set(), "a module at the top of src/mastrace: put it in a folder"
+
+
+# Text utilities every surface prints through (tables, control characters shown as escapes): shared by
+# the analysis renderers, the CLI and `mastrace mcp`, and not part of what a user calls.
+_SHARED_TEXT = {"mastrace.analysis._texttable", "mastrace.analysis._escape"}
+
+
+def test_the_cli_reads_through_the_public_analysis_api() -> None:
+    """The CLI imports `mastrace.analysis`'s public names (its `__all__`), not its private modules."""
+    graph = grimp.build_graph("mastrace", include_external_packages=False)
+    private = sorted(
+        f"{module} -> {imported}"
+        for module in graph.find_children("mastrace.cli") | {"mastrace.cli"}
+        for imported in graph.find_modules_directly_imported_by(module)
+        if imported.startswith("mastrace.analysis._") and imported not in _SHARED_TEXT
+    )
+    assert private == []

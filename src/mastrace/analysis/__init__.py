@@ -20,19 +20,54 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
+    from ._clickhouse import CLICKHOUSE_MAX_SPANS, ClickHouseStore, open_clickhouse
+    from ._compare import (
+        Comparison,
+        ExperimentSummary,
+        Gathered,
+        compare,
+        gather,
+        list_experiments,
+        render_comparison,
+        render_experiments,
+        trace_scores,
+    )
     from ._diff import RunDiff, diff_reports, render_diff
+    from ._diff_outcomes import OutcomeDiff, read_outcome_diff, render_outcome_diff
+    from ._graph import CoordinationGraph, build_graph
     from ._html import render_html, render_trace_html
     from ._kinds import format_cost
     from ._markdown import render_markdown
     from ._model import Report
     from ._prefix import render_trace
     from ._report import build_report
-    from ._source import SourceStore
+    from ._select import check_read_only
+    from ._source import SOURCE_MAX_BYTES, SourceStore, source_url
     from ._store import RunSummary, SpanRow, TraceStore
     from ._tree import render_runs, render_tree
 
 # Loaded on first use: a command that lists runs does not load the report, the HTML view or the diff.
 _LAZY = {
+    "CLICKHOUSE_MAX_SPANS": "._clickhouse",
+    "ClickHouseStore": "._clickhouse",
+    "open_clickhouse": "._clickhouse",
+    "Comparison": "._compare",
+    "ExperimentSummary": "._compare",
+    "Gathered": "._compare",
+    "compare": "._compare",
+    "gather": "._compare",
+    "list_experiments": "._compare",
+    "render_comparison": "._compare",
+    "render_experiments": "._compare",
+    "trace_scores": "._compare",
+    "OutcomeDiff": "._diff_outcomes",
+    "read_outcome_diff": "._diff_outcomes",
+    "render_outcome_diff": "._diff_outcomes",
+    "CoordinationGraph": "._graph",
+    "build_graph": "._graph",
+    "check_read_only": "._select",
+    "SOURCE_MAX_BYTES": "._source",
+    "source_url": "._source",
     "RunDiff": "._diff",
     "diff_reports": "._diff",
     "render_diff": "._diff",
@@ -55,21 +90,41 @@ _LAZY = {
 __getattr__, __dir__ = _lazy_exports(__name__, globals(), _LAZY)
 
 
-__all__ = [
+__all__ = [  # noqa: RUF022 - plain sorted() order, as tests/test_public_api.py checks
+    "CLICKHOUSE_MAX_SPANS",
+    "ClickHouseStore",
+    "Comparison",
+    "CoordinationGraph",
+    "ExperimentSummary",
+    "Gathered",
+    "OutcomeDiff",
     "Report",
     "RunDiff",
     "RunSummary",
+    "SOURCE_MAX_BYTES",
     "SourceStore",
     "SpanRow",
     "TraceStore",
+    "build_graph",
     "build_report",
+    "check_read_only",
+    "compare",
     "diff_reports",
     "format_cost",
+    "gather",
+    "list_experiments",
+    "open_clickhouse",
+    "read_outcome_diff",
+    "render_comparison",
     "render_diff",
+    "render_experiments",
     "render_html",
     "render_markdown",
+    "render_outcome_diff",
     "render_runs",
     "render_trace",
     "render_trace_html",
     "render_tree",
+    "source_url",
+    "trace_scores",
 ]

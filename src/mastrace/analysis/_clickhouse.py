@@ -34,9 +34,9 @@ from ..store._schema import ROOTS_DIR, SEGMENT_SUFFIX, SEGMENTS_DIR, SKELETON_DI
 from ..store.reader import refresh_views
 from ._store import RunSummary, SpanRow, TraceStore
 
-__all__ = ["DEFAULT_MAX_SPANS", "ClickHouseStore", "open_clickhouse"]
+__all__ = ["CLICKHOUSE_MAX_SPANS", "ClickHouseStore", "open_clickhouse"]
 
-DEFAULT_MAX_SPANS: Final = 2_000_000
+CLICKHOUSE_MAX_SPANS: Final = 2_000_000
 """Spans one command copies out of ClickHouse at most (the newest traces first)."""
 DEFAULT_TIMEOUT: Final = 300.0
 _IDS_PER_QUERY: Final = 1000
@@ -69,7 +69,7 @@ def open_clickhouse(
     *,
     sandbox: bool = False,
     limits: QueryLimits | None = None,
-    max_spans: int = DEFAULT_MAX_SPANS,
+    max_spans: int = CLICKHOUSE_MAX_SPANS,
 ) -> ClickHouseStore:
     """A `ClickHouseStore` over the `clickhouse://` or `chdb://` URL `source`; with `sandbox`, the
     newest spans (up to `max_spans`) are copied at once and the local SQL is locked to them, for
@@ -112,7 +112,7 @@ class ClickHouseStore(TraceStore):
         target: ClickHouseTarget,
         *,
         limits: QueryLimits | None = None,
-        max_spans: int = DEFAULT_MAX_SPANS,
+        max_spans: int = CLICKHOUSE_MAX_SPANS,
     ) -> None:
         self.target = target
         self.max_spans = max_spans

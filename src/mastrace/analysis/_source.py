@@ -52,7 +52,7 @@ _TOTAL: Final = "_mastrace_total"
 _MAX_WAIT: Final = 60.0
 DEFAULT_DEADLINE: Final = 300.0
 """Seconds one command may spend on the source in all (every request, every wait for a retry)."""
-DEFAULT_MAX_BYTES: Final = 150 * 1000**2
+SOURCE_MAX_BYTES: Final = 150 * 1000**2
 """Bytes one answer may hold; a larger (or endless) answer is an error, never read into memory."""
 _ERROR_BYTES: Final = 64 * 1024  # an error's body is read this far: its first line is all that is shown
 _CHUNK: Final = 1 << 16
@@ -131,7 +131,7 @@ class QueryAPIClient:
         retries: int = 3,
         page_rows: int = LOGFIRE_MAX_ROWS,
         deadline: float | None = DEFAULT_DEADLINE,
-        max_bytes: int = DEFAULT_MAX_BYTES,
+        max_bytes: int = SOURCE_MAX_BYTES,
     ) -> None:
         if importlib.util.find_spec("pyarrow") is None:
             raise StoreError("--source needs the query extra: pip install 'mastrace[query]'")
@@ -387,7 +387,7 @@ class SourceStore(TraceStore):
         retries: int = 3,
         page_rows: int = LOGFIRE_MAX_ROWS,
         deadline: float | None = DEFAULT_DEADLINE,
-        max_bytes: int = DEFAULT_MAX_BYTES,
+        max_bytes: int = SOURCE_MAX_BYTES,
     ) -> None:
         self.client = QueryAPIClient(
             url, token, retries=retries, page_rows=page_rows, deadline=deadline, max_bytes=max_bytes

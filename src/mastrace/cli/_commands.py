@@ -12,9 +12,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import duckdb
 
-from ..analysis import SourceStore, TraceStore, render_runs
-from ..analysis._select import check_read_only
-from ..analysis._source import DEFAULT_MAX_BYTES, source_url
+from ..analysis import SOURCE_MAX_BYTES, SourceStore, TraceStore, check_read_only, render_runs, source_url
 from ..exceptions import MastraceError
 from ..store._clickhouse import is_clickhouse_url
 from ..store._limits import QueryLimits, cap_process_memory
@@ -23,7 +21,7 @@ from ._output import format_rows, json_default, progress
 from ._terminal import escape_control
 
 if TYPE_CHECKING:
-    from ..analysis._clickhouse import ClickHouseStore
+    from ..analysis import ClickHouseStore
 
 __all__ = ["cmd_query", "cmd_runs", "cmd_tree", "open_store", "size_arg", "source_token"]
 
@@ -56,7 +54,7 @@ def open_source(args: argparse.Namespace, *, limits: QueryLimits | None = None) 
         source_url(args.source, token),
         token,
         deadline=args.source_timeout or None,
-        max_bytes=max_bytes if max_bytes is not None else DEFAULT_MAX_BYTES,
+        max_bytes=max_bytes if max_bytes is not None else SOURCE_MAX_BYTES,
     )
     with source as remote:
         yield remote
@@ -69,10 +67,10 @@ def open_clickhouse(
 ) -> Iterator[ClickHouseStore]:
     """ClickHouse's `otel_traces` named by `--source clickhouse://…` or `chdb://…`; what a read left
     out (`--max-spans-read`) is said on stderr."""
-    from ..analysis._clickhouse import DEFAULT_MAX_SPANS, ClickHouseStore
+    from ..analysis import CLICKHOUSE_MAX_SPANS, ClickHouseStore
     from ..store._clickhouse import parse_target
 
-    cap = getattr(args, "max_spans_read", None) or DEFAULT_MAX_SPANS
+    cap = getattr(args, "max_spans_read", None) or CLICKHOUSE_MAX_SPANS
     store = ClickHouseStore(parse_target(args.source), limits=limits, max_spans=cap)
     with store:
         try:

@@ -14,7 +14,7 @@ __all__ = ["cmd_compare", "cmd_experiments"]
 
 def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
     """Compare an experiment's configurations: scores with intervals, failures, tokens, cost, time."""
-    from ..analysis._compare import compare, gather, render_comparison
+    from ..analysis import compare, gather, render_comparison
 
     if args.resamples < 100:
         raise MastraceError(f"--resamples {args.resamples}: give at least 100")
@@ -40,7 +40,7 @@ def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_experiments(args: argparse.Namespace, out: TextIO) -> int:
     """List the experiments of the store: runs, configurations, tasks, failures, scores."""
-    from ..analysis._compare import gather, list_experiments, render_experiments
+    from ..analysis import gather, list_experiments, render_experiments
 
     with open_store(args) as store, progress("reading experiments"):
         gathered = gather(store)

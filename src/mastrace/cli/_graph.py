@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import TextIO
 
-from ..analysis._graph import build_graph
+from ..analysis import build_graph
 from ._commands import open_store
 from ._output import json_default, progress, write_output
 

@@ -7,9 +7,16 @@ import json
 from pathlib import Path
 from typing import TextIO
 
-from ..analysis import build_report, diff_reports, render_diff, render_markdown, render_trace_html
-from ..analysis._compare import trace_scores
-from ..analysis._diff_outcomes import read_outcome_diff, render_outcome_diff
+from ..analysis import (
+    build_report,
+    diff_reports,
+    read_outcome_diff,
+    render_diff,
+    render_markdown,
+    render_outcome_diff,
+    render_trace_html,
+    trace_scores,
+)
 from ._commands import open_store
 from ._export import to_jaeger_json, to_otlp_json
 from ._output import json_default, progress, write_output

@@ -16,13 +16,14 @@ from typing import Any
 from opentelemetry.sdk.trace import Event
 from opentelemetry.util.types import Attributes
 
-from ..scrubbing._engine import Scrubber, ScrubbingOptions
+from ..scrubbing._engine import Scrubber
+from ..scrubbing._shared import SharedScrubber
 from ..tracing._errors import warn_once
 
 __all__ = ["scrub_logfire_safe_keys"]
 
 
-def scrub_logfire_safe_keys(logfire: Any, options: ScrubbingOptions) -> None:
+def scrub_logfire_safe_keys(logfire: Any, shared: SharedScrubber) -> None:
     """Make the scrubber of Logfire's current configuration also scrub the keys it calls safe."""
     try:
         from logfire._internal.scrubbing import BaseScrubber
@@ -37,10 +38,10 @@ def scrub_logfire_safe_keys(logfire: Any, options: ScrubbingOptions) -> None:
             "(such as captured GenAI messages) are sent to Logfire as recorded",
         )
         return
-    ours = Scrubber(options)
 
     def scrub_span(span: dict[str, Any]) -> None:
         own_scrub_span(span)
+        ours = shared.get()
         attributes = span.get("attributes") or {}
         if not keys.isdisjoint(attributes):
             span["attributes"] = _scrubbed(ours, attributes, keys, ("attributes",))

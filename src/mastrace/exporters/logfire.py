@@ -29,7 +29,7 @@ from opentelemetry.util.types import Attributes
 
 from .. import semconv
 from ..exceptions import ExportError
-from ..scrubbing._engine import Scrubber, ScrubbingOptions
+from ..scrubbing._shared import SharedScrubber
 from ..tracing._errors import warn_once
 
 __all__ = [
@@ -59,7 +59,7 @@ def application_configured_logfire() -> bool:
 def configure_logfire(
     token_or_true: str | bool,
     service_name: str,
-    scrubbing_options: ScrubbingOptions | None,
+    scrubber: SharedScrubber | None,
     *,
     sample_rate: float = 1.0,
     own_otlp_traces: bool = True,
@@ -71,8 +71,8 @@ def configure_logfire(
             With True and no token, nothing is sent to Logfire (its `'if-token-present'`), unless
             `LOGFIRE_SEND_TO_LOGFIRE` says otherwise.
         service_name: The `service.name` Logfire records.
-        scrubbing_options: mastrace's scrubbing options; Logfire's scrubber applies mastrace's
-            policy with them. None turns scrubbing off.
+        scrubber: The configuration's one scrubber; Logfire's scrubber applies mastrace's policy
+            through it. None turns scrubbing off.
         sample_rate: Fraction of traces kept (Logfire's head sampling).
         own_otlp_traces: Let Logfire add its own OTLP trace exporter when
             `OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT` is set. False when mastrace exports OTLP itself,
@@ -91,19 +91,19 @@ def configure_logfire(
     else:  # None lets Logfire read LOGFIRE_SEND_TO_LOGFIRE
         send = None if os.environ.get("LOGFIRE_SEND_TO_LOGFIRE") else "if-token-present"
     otlp = nullcontext() if own_otlp_traces else _without_otlp_traces_exporter()
-    with otlp, _scrubbed_resource_attributes(scrubbing_options):
+    with otlp, _scrubbed_resource_attributes(scrubber):
         logfire.configure(
             token=token,
             send_to_logfire=send,  # type: ignore[arg-type]
             service_name=service_name,
             console=False,
-            scrubbing=_logfire_scrubbing(logfire, scrubbing_options),
+            scrubbing=_logfire_scrubbing(logfire, scrubber),
             sampling=logfire.SamplingOptions(head=sample_rate),
         )
-    if scrubbing_options is not None:
+    if scrubber is not None:
         from ._logfire_safe_keys import scrub_logfire_safe_keys
 
-        scrub_logfire_safe_keys(logfire, scrubbing_options)
+        scrub_logfire_safe_keys(logfire, scrubber)
     _configured_by_mastrace[0] = True
 
 
@@ -121,19 +121,19 @@ def _without_otlp_traces_exporter() -> Iterator[None]:
 
 
 @contextmanager
-def _scrubbed_resource_attributes(options: ScrubbingOptions | None) -> Iterator[None]:
+def _scrubbed_resource_attributes(scrubber: SharedScrubber | None) -> Iterator[None]:
     """Scrub `OTEL_RESOURCE_ATTRIBUTES` while Logfire builds its resource from it.
 
     Logfire's scrubber looks at span attributes only; the resource it sends with every batch comes
     from this variable (`key=value,…`, values percent-encoded), so a secret there is scrubbed here.
     """
     raw = os.environ.get(_RESOURCE_ENV)
-    if options is None or not raw:
+    if scrubber is None or not raw:
         yield
         return
     pairs = [item.split("=", 1) for item in raw.split(",") if "=" in item]
     attributes = {unquote(k.strip()): unquote(v.strip()) for k, v in pairs}
-    cleaned, paths = Scrubber(options).scrub_attributes(attributes, ("resource",))
+    cleaned, paths = scrubber.get().scrub_attributes(attributes, ("resource",))
     if not paths:
         yield
         return
@@ -146,7 +146,7 @@ def _scrubbed_resource_attributes(options: ScrubbingOptions | None) -> Iterator[
         os.environ[_RESOURCE_ENV] = raw
 
 
-def _logfire_scrubbing(logfire: Any, options: ScrubbingOptions | None) -> Any:
+def _logfire_scrubbing(logfire: Any, shared: SharedScrubber | None) -> Any:
     """Logfire's ScrubbingOptions that hand every attribute to mastrace's scrubber.
 
     Logfire's scrubber matches its patterns on keys and values and, on a match, calls the callback
@@ -155,11 +155,11 @@ def _logfire_scrubbing(logfire: Any, options: ScrubbingOptions | None) -> Any:
     mastrace's policy (secret keys, secret shapes inside values, safe keys such as `input_tokens`)
     decides what Logfire receives, and a secret is never echoed in a redaction note.
     """
-    if options is None:
+    if shared is None:
         return False
-    scrubber = Scrubber(options)
 
     def callback(match: Any) -> Any:
+        scrubber = shared.get()  # built by the first span's export, not by configure()
         path = tuple(match.path)
         value = match.value
         if path and isinstance(path[-1], str) and match.pattern_match.string == path[-1]:

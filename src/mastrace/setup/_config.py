@@ -31,6 +31,7 @@ from .. import semconv
 from ..exceptions import MastraceWarning
 from ..pipeline._pipeline import FlushResult, Pipeline, SwitchProcessor
 from ..scrubbing._options import ScrubbingOptions
+from ..scrubbing._shared import SharedScrubber
 from ..tracing import _context
 from ..tracing._errors import log_internal_error, logger
 from ..tracing._otel_private import replace_provider_resource, reset_global_providers
@@ -288,9 +289,11 @@ def pin_capture(arguments: Mapping[str, object] | None) -> None:
 
 def _initialize(settings: Settings) -> None:
     """The one place that wires provider → pipeline → destinations."""
-    destinations = _destinations.build(settings)  # fails (bad path, missing extra) before anything changes
+    # The one scrubber of this configuration: every destination and Logfire's callbacks share it.
+    scrubber = SharedScrubber(settings.scrubbing) if settings.scrubbing is not None else None
+    destinations = _destinations.build(settings, scrubber)  # fails (bad path, missing extra) first
     try:
-        provider = _provider_for(settings)
+        provider = _provider_for(settings, scrubber)
     except BaseException:
         Pipeline(destinations).shutdown(timeout=1.0)
         raise
@@ -340,7 +343,7 @@ def _initialize(settings: Settings) -> None:
     _children.publish(settings)  # what spawn/forkserver workers configure themselves from
 
 
-def _provider_for(settings: Settings) -> trace.TracerProvider:
+def _provider_for(settings: Settings, scrubber: SharedScrubber | None) -> trace.TracerProvider:
     """The provider mastrace spans are made with, with the switch processor added to it."""
     if settings.logfire:
         from ..exporters.logfire import application_configured_logfire, configure_logfire
@@ -351,7 +354,7 @@ def _provider_for(settings: Settings) -> trace.TracerProvider:
             configure_logfire(
                 settings.logfire,
                 settings.service_name,
-                settings.scrubbing,
+                scrubber,
                 sample_rate=settings.sample_rate,
                 own_otlp_traces=not settings.otlp,
             )

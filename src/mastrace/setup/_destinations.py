@@ -16,6 +16,7 @@ from opentelemetry.sdk.resources import Resource
 from ..pipeline._pipeline import Destination
 
 if TYPE_CHECKING:
+    from ..scrubbing._shared import SharedScrubber
     from ._settings import Settings
 
 __all__ = ["REMOTE_QUEUE_WITH_STORE", "build", "new_instance_id", "resource"]
@@ -44,11 +45,11 @@ REMOTE_QUEUE_WITH_STORE = 16_384
 """Spans an OTLP destination queues at most when a local store is on (~50 MB at ~3 KB a span)."""
 
 
-def build(settings: Settings) -> list[Destination]:
+def build(settings: Settings, scrubber: SharedScrubber | None) -> list[Destination]:
     """Every destination the settings name, built (and failing on a bad path or a missing extra)
-    before `configure()` changes anything."""
+    before `configure()` changes anything; `scrubber` is the configuration's one scrubber (None: no
+    scrubbing)."""
     limits = settings.limits
-    options = settings.scrubbing
     # The scrubber and the transform are imported and built on an export thread as soon as it
     # starts (`Destination(prepare=...)`), right after `configure()`: the rule table's compilation
     # and the `hyperscan` import (0.1-5 s, by load) are over before the first batch, not paid by it.
@@ -60,9 +61,8 @@ def build(settings: Settings) -> list[Destination]:
             with lock:
                 if not built:
                     from ..pipeline._transform import prepare_span
-                    from ..scrubbing._engine import Scrubber
 
-                    built.append((prepare_span, Scrubber(options) if options is not None else None))
+                    built.append((prepare_span, scrubber.get() if scrubber is not None else None))
         return built[0]
 
     def transform(span: Any) -> Any:
