@@ -139,9 +139,9 @@ def test_the_top_of_the_package_holds_public_topics_and_folders() -> None:
     assert files - TOP_MODULES == set(), "a module at the top of src/mastrace: put it in a folder"
 
 
-# Text utilities every surface prints through (tables, control characters shown as escapes): shared by
-# the analysis renderers, the CLI and `mastrace mcp`, and not part of what a user calls.
-_SHARED_TEXT = {"mastrace.analysis._texttable", "mastrace.analysis._escape"}
+# The text-table renderer every surface prints through (the analysis renderers, the CLI): not part of
+# what a user calls.
+_SHARED_TEXT = {"mastrace.analysis._texttable"}
 
 
 def test_the_cli_reads_through_the_public_analysis_api() -> None:
