@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
-    from ._clickhouse import CLICKHOUSE_MAX_SPANS, ClickHouseStore, open_clickhouse
+    from ._clickhouse import ClickHouseStore, open_clickhouse
     from ._compare import (
         Comparison,
         ExperimentSummary,
@@ -42,13 +42,12 @@ if TYPE_CHECKING:
     from ._prefix import render_trace
     from ._report import build_report
     from ._select import check_read_only
-    from ._source import SOURCE_MAX_BYTES, SourceStore, source_url
+    from ._source import SourceStore, source_url
     from ._store import RunSummary, SpanRow, TraceStore
     from ._tree import render_runs, render_tree
 
 # Loaded on first use: a command that lists runs does not load the report, the HTML view or the diff.
 _LAZY = {
-    "CLICKHOUSE_MAX_SPANS": "._clickhouse",
     "ClickHouseStore": "._clickhouse",
     "open_clickhouse": "._clickhouse",
     "Comparison": "._compare",
@@ -66,7 +65,6 @@ _LAZY = {
     "CoordinationGraph": "._graph",
     "build_graph": "._graph",
     "check_read_only": "._select",
-    "SOURCE_MAX_BYTES": "._source",
     "source_url": "._source",
     "RunDiff": "._diff",
     "diff_reports": "._diff",
@@ -90,8 +88,7 @@ _LAZY = {
 __getattr__, __dir__ = _lazy_exports(__name__, globals(), _LAZY)
 
 
-__all__ = [  # noqa: RUF022 - plain sorted() order, as tests/test_public_api.py checks
-    "CLICKHOUSE_MAX_SPANS",
+__all__ = [
     "ClickHouseStore",
     "Comparison",
     "CoordinationGraph",
@@ -101,7 +98,6 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, as tests/test_public_api.py 
     "Report",
     "RunDiff",
     "RunSummary",
-    "SOURCE_MAX_BYTES",
     "SourceStore",
     "SpanRow",
     "TraceStore",

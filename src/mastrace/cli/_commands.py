@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import duckdb
 
-from ..analysis import SOURCE_MAX_BYTES, SourceStore, TraceStore, check_read_only, render_runs, source_url
+from ..analysis import SourceStore, TraceStore, check_read_only, render_runs, source_url
 from ..exceptions import MastraceError
 from ..store._clickhouse import is_clickhouse_url
 from ..store._limits import QueryLimits, cap_process_memory
@@ -54,7 +54,7 @@ def open_source(args: argparse.Namespace, *, limits: QueryLimits | None = None) 
         source_url(args.source, token),
         token,
         deadline=args.source_timeout or None,
-        max_bytes=max_bytes if max_bytes is not None else SOURCE_MAX_BYTES,
+        **({} if max_bytes is None else {"max_bytes": max_bytes}),  # else the source's own cap
     )
     with source as remote:
         yield remote
@@ -67,11 +67,11 @@ def open_clickhouse(
 ) -> Iterator[ClickHouseStore]:
     """ClickHouse's `otel_traces` named by `--source clickhouse://…` or `chdb://…`; what a read left
     out (`--max-spans-read`) is said on stderr."""
-    from ..analysis import CLICKHOUSE_MAX_SPANS, ClickHouseStore
+    from ..analysis import ClickHouseStore
     from ..store._clickhouse import parse_target
 
-    cap = getattr(args, "max_spans_read", None) or CLICKHOUSE_MAX_SPANS
-    store = ClickHouseStore(parse_target(args.source), limits=limits, max_spans=cap)
+    cap = getattr(args, "max_spans_read", None)  # else the store's own default
+    store = ClickHouseStore(parse_target(args.source), limits=limits, **({"max_spans": cap} if cap else {}))
     with store:
         try:
             yield store
