@@ -483,9 +483,11 @@ def _splice(s: str, edits: list[tuple[Any, Any, Any]]) -> str | None:
     (the caller then re-encodes the whole tree)."""
     out = s
     for key, old, new in edits:
-        new_text = json.dumps(new, ensure_ascii=False) if isinstance(new, str) else dumps_json(new)
+        new_text = dumps_json(new)
         if isinstance(old, str):
-            spelled = [t for t in {json.dumps(old), json.dumps(old, ensure_ascii=False)} if t in out]
+            # How a JSON text may spell the old string (whoever wrote it): with and without \u escapes.
+            spellings = {json.encoder.encode_basestring_ascii(old), json.encoder.encode_basestring(old)}
+            spelled = [t for t in spellings if t in out]
             if not spelled:
                 return None
             for text in spelled:
@@ -493,7 +495,7 @@ def _splice(s: str, edits: list[tuple[Any, Any, Any]]) -> str | None:
             continue
         if not isinstance(key, str):
             return None
-        for m in re.finditer(re.escape(json.dumps(key, ensure_ascii=False)) + r"\s*:\s*", out):
+        for m in re.finditer(re.escape(json.encoder.encode_basestring(key)) + r"\s*:\s*", out):
             try:
                 value, end = _DECODER.raw_decode(out, m.end())
             except ValueError:
