@@ -185,7 +185,10 @@ def test_seed_queries_answer_the_same_from_clickhouse(seeded: tuple[Store, str, 
             sql = seed.sql(text)
             expected = local.table(sql)
             assert expected[1], name  # every query finds rows in the seed's run
-            assert remote.table(sql) == expected, name
+            got = remote.table(sql)
+            if "ORDER BY" not in text.upper():  # a GROUP BY alone leaves the row order to the engine
+                got, expected = (got[0], sorted(got[1])), (expected[0], sorted(expected[1]))
+            assert got == expected, name
 
 
 def test_serve_source_shows_clickhouse_in_the_ui_query_api_and_mcp(
