@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -104,20 +106,35 @@ def _answer(sock: socket.socket, answer: Answer) -> None:
         sock.close()
 
 
+# The command runs under a small Python parent that reports its child's peak RSS: a child forked straight
+# from pytest (hundreds of MB late in the suite) would inherit pytest's high-water mark in `ru_maxrss`.
+_MEASURE = (
+    "import resource, subprocess, sys\n"
+    "code = subprocess.call(sys.argv[1:])\n"
+    "sys.stderr.write('@@maxrss %d' % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+    "sys.exit(code)\n"
+)
+
+
 def _run(*args: str) -> tuple[int, str, int, float]:
     """Exit status, stderr, peak RSS (bytes) and seconds of `mastrace *args` (killed after 120 s)."""
     started = time.monotonic()
     process = subprocess.Popen(
-        [str(MASTRACE), *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=clean_env()
+        [sys.executable, "-c", _MEASURE, str(MASTRACE), *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=clean_env(),
+        start_new_session=True,
     )
-    killer = threading.Timer(120, process.kill)
+    killer = threading.Timer(120, os.killpg, (process.pid, signal.SIGKILL))
     killer.start()
     try:
-        _, status, usage = os.wait4(process.pid, 0)
+        _, stderr = process.communicate()
     finally:
         killer.cancel()
-    stderr = process.stderr.read() if process.stderr else ""
-    return os.waitstatus_to_exitcode(status), stderr, usage.ru_maxrss * 1024, time.monotonic() - started
+    stderr, _, peak = stderr.rpartition("@@maxrss ")
+    return process.returncode, stderr, int(peak) * 1024, time.monotonic() - started
 
 
 @pytest.mark.parametrize(
