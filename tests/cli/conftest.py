@@ -114,3 +114,39 @@ def page(browser: Browser) -> Iterator[Page]:
     opened = context.new_page()
     yield opened
     context.close()
+
+
+# A command whose peak RSS a test reads runs under a small Python parent that reports it: a child forked
+# straight from pytest (hundreds of MB late in the suite) inherits pytest's high-water mark in `ru_maxrss`.
+_MEASURE = (
+    "import resource, subprocess, sys\n"
+    "code = subprocess.call(sys.argv[1:])\n"
+    "sys.stderr.write('@@maxrss %d' % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+    "sys.exit(code)\n"
+)
+
+
+def run_measured(argv: list[str], *, kill_after: float = 600) -> tuple[int, str, int, float]:
+    """Exit status, stderr, peak RSS (bytes) and seconds of `argv` (killed, with its children, after
+    `kill_after` seconds)."""
+    import signal
+    import threading
+    import time
+
+    started = time.monotonic()
+    process = subprocess.Popen(
+        [sys.executable, "-c", _MEASURE, *argv],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=clean_env(),
+        start_new_session=True,
+    )
+    killer = threading.Timer(kill_after, os.killpg, (process.pid, signal.SIGKILL))
+    killer.start()
+    try:
+        _, stderr = process.communicate()
+    finally:
+        killer.cancel()
+    stderr, _, peak = stderr.rpartition("@@maxrss ")
+    return process.returncode, stderr, int(peak or 0) * 1024, time.monotonic() - started

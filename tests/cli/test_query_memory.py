@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from seed_run import write_store
 
-from .conftest import MASTRACE, clean_env
+from .conftest import MASTRACE, run_measured
 
 BUILDERS = {
     "string": "SELECT length(repeat('x', 1500000000)) AS n",
@@ -26,17 +23,7 @@ LIMIT = 300 * 1000**2
 
 def _run(store: Path, sql: str) -> tuple[int, str, int, float]:
     """Exit status, stderr, peak RSS (bytes) and seconds of `mastrace query --memory 300MB sql`."""
-    started = time.monotonic()
-    process = subprocess.Popen(
-        [str(MASTRACE), "query", sql, "--store", str(store), "--memory", "300MB"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=clean_env(),
-    )
-    _, status, usage = os.wait4(process.pid, 0)
-    stderr = process.stderr.read() if process.stderr else ""
-    return os.waitstatus_to_exitcode(status), stderr, usage.ru_maxrss * 1024, time.monotonic() - started
+    return run_measured([str(MASTRACE), "query", sql, "--store", str(store), "--memory", "300MB"])
 
 
 @pytest.fixture(scope="module")

@@ -6,11 +6,8 @@ once and counted, as a local store shows them."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -21,7 +18,7 @@ import pytest
 from mastrace.store.reader import connect
 from seed_run import write_store
 
-from .conftest import MASTRACE, clean_env
+from .conftest import MASTRACE, clean_env, run_measured
 
 Answer = Callable[[socket.socket, bytes], None]
 MAX_RSS = 300 * 2**20
@@ -106,35 +103,9 @@ def _answer(sock: socket.socket, answer: Answer) -> None:
         sock.close()
 
 
-# The command runs under a small Python parent that reports its child's peak RSS: a child forked straight
-# from pytest (hundreds of MB late in the suite) would inherit pytest's high-water mark in `ru_maxrss`.
-_MEASURE = (
-    "import resource, subprocess, sys\n"
-    "code = subprocess.call(sys.argv[1:])\n"
-    "sys.stderr.write('@@maxrss %d' % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
-    "sys.exit(code)\n"
-)
-
-
 def _run(*args: str) -> tuple[int, str, int, float]:
     """Exit status, stderr, peak RSS (bytes) and seconds of `mastrace *args` (killed after 120 s)."""
-    started = time.monotonic()
-    process = subprocess.Popen(
-        [sys.executable, "-c", _MEASURE, str(MASTRACE), *args],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=clean_env(),
-        start_new_session=True,
-    )
-    killer = threading.Timer(120, os.killpg, (process.pid, signal.SIGKILL))
-    killer.start()
-    try:
-        _, stderr = process.communicate()
-    finally:
-        killer.cancel()
-    stderr, _, peak = stderr.rpartition("@@maxrss ")
-    return process.returncode, stderr, int(peak) * 1024, time.monotonic() - started
+    return run_measured([str(MASTRACE), *args], kill_after=120)
 
 
 @pytest.mark.parametrize(
