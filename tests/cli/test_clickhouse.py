@@ -207,7 +207,8 @@ def test_serve_source_shows_clickhouse_in_the_ui_query_api_and_mcp(
         base = f"http://127.0.0.1:{server.http_port}"
         try:
             runs = httpx.get(f"{base}/api/runs", timeout=120).json()
-            sql = seed.sql(SEED_QUERIES["STEP4_AGENT_COMPARISON"])
+            # The guide's query has no ORDER BY: one is added so that two engines' answers compare row by row.
+            sql = seed.sql(SEED_QUERIES["STEP4_AGENT_COMPARISON"]) + " ORDER BY agent"
             body = {"sql": sql, "min_timestamp": "1970-01-01T00:00:00Z", "limit": 100}
             reply = httpx.post(
                 f"{base}/v2/query", json=body, headers={"accept": "application/json"}, timeout=120
