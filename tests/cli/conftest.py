@@ -11,7 +11,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -150,3 +150,26 @@ def run_measured(argv: list[str], *, kill_after: float = 600) -> tuple[int, str,
         killer.cancel()
     stderr, _, peak = stderr.rpartition("@@maxrss ")
     return process.returncode, stderr, int(peak or 0) * 1024, time.monotonic() - started
+
+
+def mcp_session(store: Path, body: Callable[[Any], Any], *extra: str, cwd: Path | None = None) -> Any:
+    """Run the coroutine function `body` in an official `mcp` client session with `mastrace mcp --store
+    store *extra` in a child process (its stderr in `<store>-mcp.log` beside the store)."""
+    import anyio
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    params = StdioServerParameters(
+        command=str(MASTRACE), args=["mcp", "--store", str(store), *extra], env=clean_env(), cwd=cwd
+    )
+
+    async def main() -> Any:
+        with (store.parent / f"{store.name}-mcp.log").open("a") as errlog:
+            async with (
+                stdio_client(params, errlog=errlog) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                return await body(session)
+
+    return anyio.run(main)

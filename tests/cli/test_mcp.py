@@ -12,17 +12,15 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from mcp import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
 
 import mastrace
 from mastrace.mcp_server._tools import MAX_ROWS, MAX_VALUE_CHARS
 from mastrace.store import query
 from seed_run import SEED_QUERIES, Store, write_store
 
-from .conftest import MASTRACE, clean_env
+from .conftest import clean_env, mcp_session
 
 TOOLS = {
     "arbitrary_query": {"query", "age"},
@@ -46,20 +44,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
 
 def _session(store: Path, body: Session, *extra: str) -> Any:
     """Run `body` in a client session with `mastrace mcp --store store` in a child process."""
-    params = StdioServerParameters(
-        command=str(MASTRACE), args=["mcp", "--store", str(store), *extra], env=clean_env()
-    )
-
-    async def main() -> Any:
-        with (store.parent / f"{store.name}-mcp.log").open("a") as errlog:
-            async with (
-                stdio_client(params, errlog=errlog) as (read, write),
-                ClientSession(read, write) as session,
-            ):
-                await session.initialize()
-                return await body(session)
-
-    return anyio.run(main)
+    return mcp_session(store, body, *extra)
 
 
 async def _text(session: ClientSession, tool: str, **arguments: Any) -> tuple[bool, str]:

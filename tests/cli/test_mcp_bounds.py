@@ -13,17 +13,15 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import anyio
 import psutil
 import pytest
 from mcp import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from hostile_run import INSTRUCTIONS, write_hostile_store
 from mastrace.mcp_server._tools import MAX_CHARS
 from seed_run import write_store
 
-from .conftest import MASTRACE, clean_env
+from .conftest import mcp_session
 
 Session = Callable[[ClientSession], Awaitable[Any]]
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -32,20 +30,7 @@ MB = 1 << 20
 
 def _session(store: Path, body: Session, *extra: str, cwd: Path | None = None) -> Any:
     """Run `body` in a client session with `mastrace mcp --store store` in a child process."""
-    params = StdioServerParameters(
-        command=str(MASTRACE), args=["mcp", "--store", str(store), *extra], env=clean_env(), cwd=cwd
-    )
-
-    async def main() -> Any:
-        with (store.parent / f"{store.name}-mcp.log").open("a") as errlog:
-            async with (
-                stdio_client(params, errlog=errlog) as (read, write),
-                ClientSession(read, write) as session,
-            ):
-                await session.initialize()
-                return await body(session)
-
-    return anyio.run(main)
+    return mcp_session(store, body, *extra, cwd=cwd)
 
 
 async def _text(session: ClientSession, tool: str, **arguments: Any) -> tuple[bool, str]:
