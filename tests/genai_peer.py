@@ -169,10 +169,25 @@ class Handler(BaseHTTPRequestHandler):
         return None
 
 
+def send_json(
+    handler: BaseHTTPRequestHandler, payload: Any, status: int = 200, headers: dict[str, str] | None = None
+) -> None:
+    """Answer a request with `payload` as JSON (and any extra `headers`)."""
+    data = json.dumps(payload).encode()
+    handler.send_response(status)
+    handler.send_header("content-type", "application/json")
+    handler.send_header("content-length", str(len(data)))
+    for name, value in (headers or {}).items():
+        handler.send_header(name, value)
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
 @contextlib.contextmanager
-def serve() -> Iterator[str]:
-    """Run the server on 127.0.0.1; yields its base URL (`http://127.0.0.1:<port>`)."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+def serve(handler: type[BaseHTTPRequestHandler] = Handler) -> Iterator[str]:
+    """Run a server on 127.0.0.1 (this module's, or another `handler`); yields its base URL
+    (`http://127.0.0.1:<port>`)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -9,7 +9,7 @@ import pytest
 
 from mastrace.analysis import TraceStore
 from mastrace.exceptions import StoreError
-from mastrace.store import root_files, roots_complete, segment_files
+from mastrace.store.reader import root_files, roots_complete, segment_files
 
 from .conftest import TraceWriter, write_session
 

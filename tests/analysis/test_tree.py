@@ -204,7 +204,7 @@ def test_render_trace_matches_render_tree_on_random_shapes_across_segments(
     """The pruned, level-by-level walk finds exactly `build_tree`'s first spans, whatever the shape,
     and reads them from the segment files that hold them: through their skeleton files, from their
     JSON (a store written before skeleton files existed), or a mix of both."""
-    from mastrace.store import segment_files
+    from mastrace.store.reader import segment_files
 
     for seed in range(12 if skeletons == "all" else 4):  # the others are the rarer paths
         path = _random_forest(tmp_path / str(seed), seed, max_segment_bytes=4_000)

@@ -74,6 +74,28 @@ def mastrace_cli(tmp_path: Path) -> Runner:
     return make_runner(tmp_path)
 
 
+def local_and_source(run: Runner, store_and_source: tuple[Path, str], *args: str) -> tuple[str, str]:
+    """The output of one command over a local store and over a `--source` holding the same spans."""
+    store, source = store_and_source
+    local = run(*args, "--store", str(store))
+    remote = run(*args, "--source", source)
+    assert local.returncode == 0, local.stderr
+    assert remote.returncode == 0, remote.stderr
+    assert remote.stderr == ""
+    return local.stdout, remote.stdout
+
+
+def without_generated(text: str) -> str:
+    """A report without its `Generated:` line (the time it was written)."""
+    return "\n".join(line for line in text.splitlines() if "Generated" not in line)
+
+
+@pytest.fixture
+def run(mastrace_cli: Runner) -> Runner:
+    """`mastrace_cli` by a shorter name."""
+    return mastrace_cli
+
+
 @pytest.fixture(scope="module")
 def module_cli(tmp_path_factory: pytest.TempPathFactory) -> Runner:
     """Like `mastrace_cli`, shared by the tests of one module (for outputs several tests read)."""

@@ -23,7 +23,7 @@ from mastrace.store._clickhouse import ClickHouseWriter, parse_target
 from mastrace.store._replay import StoredSpan, read_segment, segment_paths
 from seed_run import SEED_QUERIES, Store, write_store
 
-from .conftest import Runner, make_runner
+from .conftest import Runner, local_and_source, make_runner, without_generated
 
 pytest.importorskip("chdb")
 
@@ -39,26 +39,6 @@ def pushed(demo_store: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("sent 96 span(s)")
     return store, url
-
-
-def _without_generated(text: str) -> str:
-    """A report without its `Generated:` line (the time it was written)."""
-    return "\n".join(line for line in text.splitlines() if "Generated" not in line)
-
-
-@pytest.fixture
-def run(tmp_path: Path) -> Runner:
-    return make_runner(tmp_path)
-
-
-def _both(run: Runner, pushed: tuple[Path, str], *args: str) -> tuple[str, str]:
-    store, url = pushed
-    local = run(*args, "--store", str(store))
-    remote = run(*args, "--source", url)
-    assert local.returncode == 0, local.stderr
-    assert remote.returncode == 0, remote.stderr
-    assert remote.stderr == ""
-    return local.stdout, remote.stdout
 
 
 @pytest.mark.parametrize(
@@ -87,14 +67,14 @@ def test_commands_print_the_same_from_clickhouse(
     run: Runner, pushed: tuple[Path, str], args: tuple[str, ...]
 ) -> None:
     """Runs, trees, diffs, exports and queries read from chDB print what the store gives."""
-    local, remote = _both(run, pushed, *args)
+    local, remote = local_and_source(run, pushed, *args)
     assert local == remote and local.strip()
 
 
 def test_analyze_from_clickhouse_equals_the_store(run: Runner, pushed: tuple[Path, str]) -> None:
     """`analyze --source chdb://…` writes the report `analyze --store` writes (tokens, cost, rounds)."""
     for ref in ("latest", "previous"):
-        local, remote = _both(run, pushed, "analyze", ref, "--format", "json", "-o", "-")
+        local, remote = local_and_source(run, pushed, "analyze", ref, "--format", "json", "-o", "-")
         # Sums of floats may differ in the last digit: ClickHouse hands rows over in another order.
         local_report, remote_report = (
             json.loads(t, parse_float=lambda x: round(float(x), 9)) for t in (local, remote)
@@ -118,7 +98,7 @@ def test_export_from_clickhouse_types_what_semconv_types(run: Runner, pushed: tu
     """An export from chDB has the store's spans; a key mastrace's conventions type (token counts)
     is a number again, a key they do not know (the demo's `massgen.num_answers`) stays text, as
     the exporter's map stored it."""
-    local, remote = _both(run, pushed, "export", "previous", "--format", "jaeger-json")
+    local, remote = local_and_source(run, pushed, "export", "previous", "--format", "jaeger-json")
 
     def tags(text: str) -> dict[tuple[str, str], dict[str, object]]:
         spans = json.loads(text)["data"][0]["spans"]
@@ -222,7 +202,7 @@ def test_serve_source_shows_clickhouse_in_the_ui_query_api_and_mcp(
                 runs,
                 reply.json(),
                 tools.list_runs(10),
-                _without_generated(tools.analyze("latest")),
+                without_generated(tools.analyze("latest")),
                 tools.arbitrary_query(sql),
             )
         )

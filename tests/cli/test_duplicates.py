@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from mastrace.analysis import TraceStore
-from mastrace.store import query, segment_files
+from mastrace.store import query
+from mastrace.store.reader import segment_files
 
 from .conftest import Runner
 

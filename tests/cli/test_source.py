@@ -18,9 +18,9 @@ import pytest
 from live_server import running
 from mastrace.serve import start_intake
 from mastrace.serve._query_api import query_routes
-from mastrace.store import segment_files
+from mastrace.store.reader import segment_files
 
-from .conftest import MASTRACE, Runner, clean_env, make_runner
+from .conftest import MASTRACE, Runner, clean_env, local_and_source, without_generated
 
 
 @pytest.fixture(scope="module")
@@ -33,26 +33,6 @@ def served(demo_store: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         yield store, f"http://127.0.0.1:{server.http_port}"
     finally:
         server.stop()
-
-
-@pytest.fixture
-def run(tmp_path: Path) -> Runner:
-    return make_runner(tmp_path)
-
-
-def _both(run: Runner, served: tuple[Path, str], *args: str) -> tuple[str, str]:
-    store, url = served
-    local = run(*args, "--store", str(store))
-    remote = run(*args, "--source", url)
-    assert local.returncode == 0, local.stderr
-    assert remote.returncode == 0, remote.stderr
-    assert remote.stderr == ""
-    return local.stdout, remote.stdout
-
-
-def _without_generated(text: str) -> str:
-    """A report without its `Generated:` line (the time it was written)."""
-    return "\n".join(line for line in text.splitlines() if "Generated" not in line)
 
 
 @pytest.mark.parametrize(
@@ -91,7 +71,7 @@ def test_commands_print_the_same_through_a_source(
     run: Runner, served: tuple[Path, str], args: tuple[str, ...]
 ) -> None:
     """Runs, trees, diffs, exports and queries read through the Query API print what the store gives."""
-    local, remote = _both(run, served, *args)
+    local, remote = local_and_source(run, served, *args)
     assert local == remote and local.strip()
 
 
@@ -99,13 +79,13 @@ def test_commands_print_the_same_through_a_source(
 def test_analyze_through_a_source_equals_the_store(run: Runner, served: tuple[Path, str], fmt: str) -> None:
     """`analyze --source` writes the report `analyze --store` writes, for `latest` and `previous`."""
     for ref in ("latest", "previous"):
-        local, remote = _both(run, served, "analyze", ref, "--format", fmt, "-o", "-")
+        local, remote = local_and_source(run, served, "analyze", ref, "--format", fmt, "-o", "-")
         if fmt == "json":
             local_report, remote_report = json.loads(local), json.loads(remote)
             local_report.pop("generated_at"), remote_report.pop("generated_at")
             assert local_report == remote_report and local_report["overview"]["agents"]
         else:
-            assert _without_generated(local) == _without_generated(remote) and "## " in local
+            assert without_generated(local) == without_generated(remote) and "## " in local
 
 
 def test_view_through_a_source_equals_the_store(
@@ -125,7 +105,7 @@ def test_trace_prefixes_resolve_through_a_source(run: Runner, served: tuple[Path
         0:1
     ]
     prefix = trace_id["trace_id"][:6]
-    local, remote = _both(run, served, "tree", prefix)
+    local, remote = local_and_source(run, served, "tree", prefix)
     assert local == remote
     missing = run("tree", "abcdef12", "--source", url)
     assert missing.returncode == 2 and "no trace matching 'abcdef12'" in missing.stderr
@@ -227,7 +207,7 @@ def test_a_source_says_what_its_store_skipped_and_showed_once(
             local = run(*args, "--store", str(store))
             remote = run(*args, "--source", f"http://127.0.0.1:{server.http_port}")
             assert local.returncode == remote.returncode == 0, remote.stderr
-            assert _without_generated(remote.stdout) == _without_generated(local.stdout)
+            assert without_generated(remote.stdout) == without_generated(local.stdout)
             assert "skipped 1 malformed row(s)" in local.stderr
             assert "extra copy(ies) of spans stored more than once" in local.stderr
             assert remote.stderr == local.stderr.replace(str(store), f"http://127.0.0.1:{server.http_port}")

@@ -11,8 +11,8 @@ import pytest
 
 import mastrace
 from mastrace.analysis import TraceStore
-from mastrace.store import connect, query, root_files, segment_files
-from mastrace.store.reader import store_health
+from mastrace.store import connect, query
+from mastrace.store.reader import root_files, segment_files, store_health
 
 from .conftest import Runner
 

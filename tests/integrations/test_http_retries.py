@@ -7,13 +7,14 @@ import asyncio
 import json
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, ClassVar
 
 import anthropic
 import openai
 import pytest
 
+from genai_peer import send_json, serve
 from mastrace import semconv
 from mastrace.integrations.anthropic import instrument_anthropic, uninstrument_anthropic
 from mastrace.integrations.openai import instrument_openai, uninstrument_openai
@@ -70,13 +71,7 @@ class Handler(BaseHTTPRequestHandler):
         )
 
     def _reply(self, status: int, payload: dict[str, Any]) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.send_header("retry-after-ms", "1")  # keep the SDK's back-off short
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, payload, status, {"retry-after-ms": "1"})  # keep the SDK's back-off short
 
     def log_message(self, format: str, *args: Any) -> None:
         return None
@@ -85,14 +80,13 @@ class Handler(BaseHTTPRequestHandler):
 @pytest.fixture
 def url() -> Iterator[str]:
     Handler.seen = {}
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     assert instrument_openai() and instrument_anthropic()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    uninstrument_openai()
-    uninstrument_anthropic()
-    server.shutdown()
-    server.server_close()
+    try:
+        with serve(Handler) as base:
+            yield base
+    finally:
+        uninstrument_openai()
+        uninstrument_anthropic()
 
 
 def _events(span: Any) -> list[dict[str, Any]]:

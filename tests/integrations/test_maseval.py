@@ -12,7 +12,6 @@ import pytest
 from maseval import (
     AgentAdapter,
     AgentError,
-    Benchmark,
     ChatResponse,
     Environment,
     Evaluator,
@@ -27,6 +26,8 @@ from mastrace import semconv
 from mastrace.exceptions import ExportError
 from mastrace.integrations.maseval import MastraceCallback
 from mastrace.testing import CapturedSpans, assert_tree
+
+from .maseval_kit import SingleAgentBenchmark
 
 
 class EchoModel(ModelAdapter):
@@ -60,14 +61,6 @@ class EchoAgent(AgentAdapter):
             return self.agent.generate(query)
 
 
-class DummyEnvironment(Environment):
-    def setup_state(self, environment_data: dict[str, Any]) -> Any:
-        return dict(environment_data)
-
-    def create_tools(self) -> dict[str, Any]:
-        return {}
-
-
 class ExactMatch(Evaluator):
     def __init__(self, task: Task, environment: Environment, user: Any = None) -> None:
         self.expected = task.evaluation_data.get("expected")
@@ -79,11 +72,8 @@ class ExactMatch(Evaluator):
         return {"correct": final_answer == self.expected}
 
 
-class EchoBenchmark(Benchmark):
+class EchoBenchmark(SingleAgentBenchmark):
     """One model, one agent, exact-match scoring."""
-
-    def setup_environment(self, agent_data: dict[str, Any], task: Task, seed_generator: Any) -> Environment:
-        return DummyEnvironment(task.environment_data)
 
     def setup_agents(
         self, agent_data: dict[str, Any], environment: Environment, task: Task, user: Any, seed_generator: Any
@@ -100,12 +90,6 @@ class EchoBenchmark(Benchmark):
 
     def get_model_adapter(self, model_id: str, **kwargs: Any) -> ModelAdapter:
         return EchoModel()
-
-    def run_agents(self, agents: Any, task: Task, environment: Environment, query: str) -> Any:
-        return agents[0].run(query)
-
-    def evaluate(self, evaluators: Any, agents: Any, final_answer: Any, traces: Any) -> list[dict[str, Any]]:
-        return [e(e.filter_traces(traces), final_answer) for e in evaluators]
 
 
 def _task(task_id: str, query: str) -> Task:

@@ -8,27 +8,27 @@ tokens must equal what is computed from MASEval's own reports.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import threading
 from collections import defaultdict
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import openai
 import pytest
-from maseval import AgentAdapter, Benchmark, Environment, Evaluator, ModelAdapter, Task
+from maseval import AgentAdapter, Environment, Evaluator, ModelAdapter, Task
 from maseval.core.model import ChatResponse
 
+from genai_peer import send_json, serve
 from mastrace.analysis import TraceStore
 from mastrace.analysis._compare import compare, gather
 from mastrace.integrations.maseval import MastraceCallback
 from mastrace.integrations.openai import instrument_openai, uninstrument_openai
 from mastrace.testing import capture_spans
+
+from .maseval_kit import SingleAgentBenchmark
 
 TASKS = 10
 REPEATS = 3
@@ -66,28 +66,10 @@ class _Handler(BaseHTTPRequestHandler):
                 "total_tokens": prompt + completion,
             },
         }
-        payload = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
+        send_json(self, reply)
 
     def log_message(self, format: str, *args: Any) -> None:
         return None
-
-
-@contextlib.contextmanager
-def _server() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
 
 class OpenAIModel(ModelAdapter):
@@ -128,14 +110,6 @@ class Solver(AgentAdapter):
         return self.agent.generate(query)
 
 
-class _Env(Environment):
-    def setup_state(self, environment_data: dict[str, Any]) -> Any:
-        return dict(environment_data)
-
-    def create_tools(self) -> dict[str, Any]:
-        return {}
-
-
 class Judge(Evaluator):
     def __init__(self, task: Task, environment: Environment, user: Any = None) -> None:
         pass
@@ -147,11 +121,8 @@ class Judge(Evaluator):
         return {"correct": final_answer == "right", "verdict": str(final_answer)}
 
 
-class QABenchmark(Benchmark):
+class QABenchmark(SingleAgentBenchmark):
     base_url = ""
-
-    def setup_environment(self, agent_data: dict[str, Any], task: Task, seed_generator: Any) -> Environment:
-        return _Env(task.environment_data)
 
     def setup_agents(
         self, agent_data: dict[str, Any], environment: Environment, task: Task, user: Any, seed_generator: Any
@@ -169,12 +140,6 @@ class QABenchmark(Benchmark):
     def get_model_adapter(self, model_id: str, **kwargs: Any) -> ModelAdapter:
         raise NotImplementedError
 
-    def run_agents(self, agents: Any, task: Task, environment: Environment, query: str) -> Any:
-        return agents[0].run(query)
-
-    def evaluate(self, evaluators: Any, agents: Any, final_answer: Any, traces: Any) -> list[dict[str, Any]]:
-        return [e(e.filter_traces(traces), final_answer) for e in evaluators]
-
 
 @pytest.fixture(scope="module")
 def experiment(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, list[dict[str, Any]]]]:
@@ -183,8 +148,8 @@ def experiment(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str
     reports: dict[str, list[dict[str, Any]]] = {}
     instrument_openai()
     try:
-        with _server() as base_url, capture_spans(local=str(store), experiment="qa"):
-            QABenchmark.base_url = base_url
+        with serve(_Handler) as base, capture_spans(local=str(store), experiment="qa"):
+            QABenchmark.base_url = f"{base}/v1"
             for model in SKILL:
                 bench = QABenchmark(
                     callbacks=[MastraceCallback()], progress_bar=False, n_task_repeats=REPEATS, seed=7

@@ -9,7 +9,7 @@ import pytest
 
 from mastrace.exceptions import StoreError
 from mastrace.mcp_server._tools import Tools, _age_window, _trace_ref, bounded_text
-from mastrace.store import segment_files
+from mastrace.store.reader import segment_files
 from seed_run import write_store
 
 

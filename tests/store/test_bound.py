@@ -18,8 +18,9 @@ import mastrace
 from mastrace.analysis import TraceStore
 from mastrace.analysis._store import span_from_line
 from mastrace.exceptions import ConfigError
-from mastrace.store import LocalStoreExporter, query, segment_files
+from mastrace.store import LocalStoreExporter, query
 from mastrace.store._bound import DEFAULT_MAX_ROW_BYTES, bound_line
+from mastrace.store.reader import segment_files
 
 MARKER = "…[truncated "
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from mastrace.store import connect, query, root_files, roots_complete, segment_files
-from mastrace.store.reader import store_health
+from mastrace.store import connect, query
+from mastrace.store.reader import root_files, roots_complete, segment_files, store_health
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs POSIX signals")
 

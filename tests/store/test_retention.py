@@ -14,8 +14,9 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext, TraceFlags
 
 import mastrace
-from mastrace.store import LocalStoreExporter, query, root_files, segment_files
+from mastrace.store import LocalStoreExporter, query
 from mastrace.store._retention import Retention, parse_retention, prune
+from mastrace.store.reader import root_files, segment_files
 
 DAY = 86400.0
 

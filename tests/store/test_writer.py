@@ -16,7 +16,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from mastrace.exceptions import StoreError
-from mastrace.store import LocalStoreExporter, query, root_files, roots_complete, segment_files
+from mastrace.store import LocalStoreExporter, query
+from mastrace.store.reader import root_files, roots_complete, segment_files
 
 from .conftest import break_writes
 

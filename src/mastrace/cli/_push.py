@@ -158,7 +158,8 @@ def cmd_push(args: argparse.Namespace, out: TextIO) -> int:
     try:
         with progress("pushing"):
             for store in stores:
-                _push_store(store, key, names, send, traces, since, total)
+                with _push_lock(store, key):  # one push of a store to a destination at a time
+                    _push_store(store, key, names, send, traces, since, total)
     finally:
         if total.rejected:
             print(
@@ -203,24 +204,6 @@ class _Counts:
     reasons: list[str] = field(default_factory=list)
 
 
-def _push_store(
-    store: Path,
-    key: str,
-    names: list[str],
-    send: Sender,
-    traces: set[str] | None,
-    since: int | None,
-    counts: _Counts,
-) -> None:
-    """Push one store, adding to `counts`; each batch is marked as sent once the receiver took it.
-
-    One push of a store to a destination runs at a time (an exclusive lock on a file beside its push
-    record): a second one waits, then reads what the first recorded, and so sends no span twice.
-    """
-    with _push_lock(store, key):
-        _push_locked(store, key, names, send, traces, since, counts)
-
-
 @contextlib.contextmanager
 def _push_lock(store: Path, key: str) -> Iterator[None]:
     """Hold the lock of pushes of `store` to the destination `key` (waiting for another push's)."""
@@ -243,7 +226,7 @@ def _push_lock(store: Path, key: str) -> Iterator[None]:
         os.close(fd)
 
 
-def _push_locked(
+def _push_store(
     store: Path,
     key: str,
     names: list[str],
@@ -252,6 +235,11 @@ def _push_locked(
     since: int | None,
     counts: _Counts,
 ) -> None:
+    """Push one store, adding to `counts`; each batch is marked as sent once the receiver took it.
+
+    Called under `_push_lock`: a second push of the store to the destination waits, then reads what
+    the first recorded, and so sends no span twice.
+    """
     try:
         state = PushState.load(store, key, aliases=names)
     except ValueError as exc:

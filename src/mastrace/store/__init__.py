@@ -15,29 +15,11 @@ if TYPE_CHECKING:
     from ._compact import compact
     from ._limits import QueryLimits
     from ._writer import LocalStoreExporter
-    from .reader import (
-        compacted_files,
-        connect,
-        default_store_path,
-        query,
-        root_files,
-        roots_complete,
-        segment_files,
-    )
+    from .reader import connect, default_store_path, query
 
 # The reader imports DuckDB (~90 ms, ~15 MB): a process that only writes spans never loads it. The
 # writer imports the OpenTelemetry SDK: a command that only reads the store never loads that.
-_READER_NAMES = frozenset(
-    {
-        "compacted_files",
-        "connect",
-        "default_store_path",
-        "query",
-        "root_files",
-        "roots_complete",
-        "segment_files",
-    }
-)
+_READER_NAMES = frozenset({"connect", "default_store_path", "query"})
 
 
 def __getattr__(name: str) -> Any:
@@ -69,11 +51,7 @@ __all__ = [
     "LocalStoreExporter",
     "QueryLimits",
     "compact",
-    "compacted_files",
     "connect",
     "default_store_path",
     "query",
-    "root_files",
-    "roots_complete",
-    "segment_files",
 ]
