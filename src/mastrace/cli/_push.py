@@ -249,13 +249,7 @@ def _push_store(
     filtered = traces is not None or since is not None
 
     def flush(batch: list[StoredSpan], segment: str, offset: int | None, spans: int) -> None:
-        if batch:
-            delivery = send([s.span for s in batch])
-            counts.sent += len(batch)
-            if delivery.rejected:
-                counts.rejected += delivery.rejected
-                if delivery.message and delivery.message not in counts.reasons:
-                    counts.reasons.append(delivery.message)
+        _send(send, batch, counts)
         if filtered:
             state.span_ids.update(s.span_id for s in batch)
         elif offset is not None:
@@ -288,15 +282,93 @@ def _push_store(
             if item.end_offset <= recorded or item.span_id in state.span_ids or item.span_id in live:
                 counts.already += 1  # acknowledged by an earlier push, or live
                 continue
-            if (traces is not None and item.trace_id not in traces) or (
-                since is not None and item.start_ns < since
-            ):
+            if not _wanted(item, traces, since):
                 continue
             batch.append(item)
             if len(batch) >= BATCH:
                 flush(batch, path.name, offset, spans)
                 batch = []
         flush(batch, path.name, offset if offset is not None and offset > start else None, spans)
+    _push_compacted(store, state, send, live, traces, since, counts)
+
+
+def _push_compacted(
+    store: Path,
+    state: PushState,
+    send: Sender,
+    live: set[str],
+    traces: set[str] | None,
+    since: int | None,
+    counts: _Counts,
+) -> None:
+    """Push the spans compacted files hold that the destination has not taken: those of segments it
+    never took whole as NDJSON (it was first pushed to after the compaction, or the compaction ran
+    while it pushed), after the rows of each origin an earlier push sent from a compacted file."""
+    from ..store._replay_compacted import compacted_origins, read_compacted
+
+    filtered = traces is not None or since is not None
+    try:
+        parts = compacted_origins(store)
+    except Exception as exc:  # a file replaced or unreadable: the next push sends what is left
+        raise StoreError(f"cannot read the compacted files of {store}: {exc}") from exc
+    for part in parts:
+        if all(_took_whole(state, name, part.rows) for name in part.segments):
+            counts.already += part.rows
+            continue
+        skip = 0 if filtered else min(state.compacted.get(part.key, 0), part.rows)
+        counts.already += skip
+        read = skip
+        batch: list[StoredSpan] = []
+
+        def flush(batch: list[StoredSpan], read: int, key: str = part.key) -> None:
+            _send(send, batch, counts)
+            if filtered:
+                state.span_ids.update(s.span_id for s in batch)
+            else:
+                state.compacted[key] = read
+            state.save(store)
+
+        for item in read_compacted(part, skip):
+            read += 1
+            if isinstance(item, int):
+                counts.skipped += 1
+                continue
+            if item.span_id in state.span_ids or item.span_id in live:
+                counts.already += 1
+                continue
+            if not _wanted(item, traces, since):
+                continue
+            batch.append(item)
+            if len(batch) >= BATCH:
+                flush(batch, read)
+                batch = []
+        if batch or read > skip:
+            flush(batch, read)
+
+
+def _wanted(item: StoredSpan, traces: set[str] | None, since: int | None) -> bool:
+    """Whether a push limited to `traces` and to spans started from `since` sends `item`."""
+    return (traces is None or item.trace_id in traces) and (since is None or item.start_ns >= since)
+
+
+def _took_whole(state: PushState, segment: str, rows: int) -> bool:
+    """Whether the destination took `segment` whole as NDJSON (compaction replaces only segments every
+    destination then known had taken whole; a record without a count is from before counts were kept)."""
+    if segment not in state.offsets:
+        return False
+    lines = state.lines.get(segment)
+    return lines is None or lines >= rows
+
+
+def _send(send: Sender, batch: list[StoredSpan], counts: _Counts) -> None:
+    if not batch:
+        return
+    delivery = send([s.span for s in batch])
+    counts.sent += len(batch)
+    if delivery.rejected:
+        counts.rejected += delivery.rejected
+        if delivery.message and delivery.message not in counts.reasons:
+            counts.reasons.append(delivery.message)
 
 
 def _lines_before(path: Path, offset: int) -> int:

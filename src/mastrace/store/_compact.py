@@ -52,7 +52,7 @@ from ._manifest import (
     write_manifest,
 )
 from ._retention import ACTIVE_SECONDS, held
-from ._schema import STORED_FIELDS, VALID_ROW_SQL, read_json_sql, read_parquet_sql
+from ._schema import ORIGIN, STORED_FIELDS, VALID_ROW_SQL, read_json_sql, read_parquet_sql
 
 __all__ = [
     "AUTO_COMPACT_ENV",
@@ -184,22 +184,36 @@ def _pushed_offsets(root: Path) -> list[dict[str, int]]:
     return out
 
 
-def _source(segments: list[Path], merge: list[Manifest]) -> str:
+def _source(con: duckdb.DuckDBPyConnection, segments: list[Path], merge: list[Manifest]) -> str:
+    """The rows to compact, each with the segment it was first written to (`origin`: see
+    `_replay_compacted`, which lets a push to a new destination send them)."""
     from .reader import readable_files
 
     parts = []
     if segments:
-        parts.append(f"SELECT * FROM {read_json_sql(readable_files(segments))}")
-    if merge:
-        parts.append(f"SELECT * FROM {read_parquet_sql([str(m.parquet) for m in merge])}")
+        readable = readable_files(segments)  # one for one (a copy where a line is too long to read)
+        con.execute("CREATE TEMP TABLE origins (path VARCHAR, origin VARCHAR)")
+        rows = [[path, segment.name] for path, segment in zip(readable, segments, strict=True)]
+        con.executemany("INSERT INTO origins VALUES (?, ?)", rows)
+        parts.append(
+            f"SELECT s.* EXCLUDE (filename), o.origin FROM {read_json_sql(readable, filename=True)} AS s "
+            "JOIN origins AS o ON s.filename = o.path"
+        )
+    for m in merge:
+        kept = con.execute("DESCRIBE SELECT * FROM read_parquet(?)", [str(m.parquet)]).fetchall()
+        origin = ORIGIN if any(row[0] == ORIGIN for row in kept) else f"CAST(NULL AS VARCHAR) AS {ORIGIN}"
+        parts.append(f"SELECT * FROM {read_parquet_sql([str(m.parquet)], extra=origin)}")
     return " UNION ALL ".join(parts)
 
 
 def _stored_select() -> str:
     """The stored fields as Parquet keeps them: JSON values as text (read back as JSON)."""
-    return ", ".join(
-        f"CAST({name} AS VARCHAR) AS {name}" if kind == "JSON" else name
-        for name, kind in STORED_FIELDS.items()
+    return (
+        ", ".join(
+            f"CAST({name} AS VARCHAR) AS {name}" if kind == "JSON" else name
+            for name, kind in STORED_FIELDS.items()
+        )
+        + f", {ORIGIN}"
     )
 
 
@@ -217,14 +231,15 @@ def _write(
     final = folder / f"{name}{PARQUET_SUFFIX}"
     result.bytes_before = sum(_size(p) + sum(_size(s) for s in side_files(root, p.name)) for p in segments)
     result.bytes_before += sum(_size(m.parquet) for m in merge)
-    sql = (
-        f"COPY (SELECT {_stored_select()} FROM ({_source(segments, merge)}) AS segments "
-        f"WHERE coalesce({VALID_ROW_SQL}, false) ORDER BY trace_id, start_ns, span_id) "
-        f"TO '{_quoted(tmp)}' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {int(row_group_rows)})"
-    )
     step("copy")
     try:
         with duckdb.connect(":memory:") as con:
+            sql = (
+                f"COPY (SELECT {_stored_select()} FROM ({_source(con, segments, merge)}) AS segments "
+                f"WHERE coalesce({VALID_ROW_SQL}, false) ORDER BY trace_id, start_ns, span_id) "
+                f"TO '{_quoted(tmp)}' "
+                f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {int(row_group_rows)})"
+            )
             row = con.execute(sql).fetchone()
     except duckdb.Error as exc:
         with contextlib.suppress(OSError):

@@ -229,12 +229,15 @@ class PushState:
 
     `lines` counts the spans before each offset (what earlier pushes sent there), so that a push can
     say how much was sent before without reading it again; a record from before it was kept has none.
+    `compacted` counts the rows sent from compacted files, by the segment they came from (see
+    `_replay_compacted`).
     """
 
     destination: str
     offsets: dict[str, int] = field(default_factory=dict)
     span_ids: set[str] = field(default_factory=set)
     lines: dict[str, int] = field(default_factory=dict)
+    compacted: dict[str, int] = field(default_factory=dict)  # rows sent from compacted files, by origin
 
     @classmethod
     def load(cls, store: Path, destination: str, aliases: Iterable[str] = ()) -> PushState:
@@ -248,6 +251,7 @@ class PushState:
                 offsets = {str(k): int(v) for k, v in (data.get("offsets") or {}).items()}
                 span_ids = {str(s) for s in data.get("span_ids") or ()}
                 lines = {str(k): int(v) for k, v in (data.get("lines") or {}).items()}
+                compacted = {str(k): int(v) for k, v in (data.get("compacted") or {}).items()}
             except FileNotFoundError:
                 continue
             except (OSError, ValueError, TypeError, AttributeError) as exc:
@@ -259,6 +263,8 @@ class PushState:
                     if segment in lines:
                         state.lines[segment] = lines[segment]
             state.span_ids |= span_ids
+            for origin, rows in compacted.items():
+                state.compacted[origin] = max(rows, state.compacted.get(origin, 0))
         return state
 
     def save(self, store: Path) -> None:
@@ -269,6 +275,7 @@ class PushState:
             "destination": self.destination,
             "offsets": self.offsets,
             "lines": self.lines,
+            "compacted": self.compacted,
             "span_ids": sorted(self.span_ids),
         }
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
@@ -277,6 +284,6 @@ class PushState:
 
 
 def segment_paths(store: Path) -> list[Path]:
-    """The store's NDJSON segments, those a compaction replaced left out (push does not read compacted
-    files: compaction leaves alone the segments a destination has not taken whole)."""
+    """The store's NDJSON segments, those a compaction replaced left out (their spans are read from the
+    compacted files: see `_replay_compacted`)."""
     return [p for p in list_store(store).segments if p.is_file()]

@@ -33,6 +33,7 @@ __all__ = [
     "COLUMNS",
     "COLUMN_NAMES",
     "LATEST_FIRST_SQL",
+    "ORIGIN",
     "ROOTS_DIR",
     "ROOTS_VIEW_NAME",
     "SEGMENTS_DIR",
@@ -55,6 +56,8 @@ __all__ = [
     "view_sql",
 ]
 
+ORIGIN: Final = "origin"
+"""The compacted files' column naming the segment a row was first written to (see `_replay_compacted`)."""
 VIEW_NAME: Final = "records"
 ROOTS_VIEW_NAME: Final = "roots"
 SEGMENTS_DIR: Final = "segments"
@@ -167,8 +170,9 @@ def _select_list() -> str:
     )
 
 
-def read_json_sql(files: str | list[str]) -> str:
-    """The `read_json` call that scans `files` (a glob or a list of paths) with explicit types.
+def read_json_sql(files: str | list[str], *, filename: bool = False) -> str:
+    """The `read_json` call that scans `files` (a glob or a list of paths) with explicit types (and,
+    with `filename`, DuckDB's `filename` column).
 
     `ignore_errors` turns a torn last line (a writer killed mid-write) into an all-NULL row, which
     `view_sql` filters out by requiring a span id.
@@ -177,14 +181,17 @@ def read_json_sql(files: str | list[str]) -> str:
     source = _quote(files) if isinstance(files, str) else "[" + ", ".join(map(_quote, files)) + "]"
     return (
         f"read_json({source}, format = 'newline_delimited', records = true, "
-        f"ignore_errors = true, hive_partitioning = false, columns = {{{columns}}})"
+        f"ignore_errors = true, hive_partitioning = false, columns = {{{columns}}}"
+        + (", filename = true)" if filename else ")")
     )
 
 
-def read_parquet_sql(files: list[str]) -> str:
+def read_parquet_sql(files: list[str], extra: str = "") -> str:
     """A subquery reading compacted Parquet `files` with the stored fields and their types (the
-    compactor keeps JSON values as text), in `STORED_FIELDS` order: it unions with `read_json_sql`."""
+    compactor keeps JSON values as text), in `STORED_FIELDS` order: it unions with `read_json_sql`.
+    `extra` is a further column expression (compaction's `origin`)."""
     columns = ", ".join(f"CAST({name} AS {sql_type}) AS {name}" for name, sql_type in STORED_FIELDS.items())
+    columns += f", {extra}" if extra else ""
     source = "[" + ", ".join(map(_quote, files)) + "]"
     return f"(SELECT {columns} FROM read_parquet({source}, hive_partitioning = false))"
 
