@@ -20,10 +20,8 @@ from mastrace.store import (
     connect,
     default_store_path,
     query,
-    root_files,
-    roots_complete,
-    segment_files,
 )
+from mastrace.store.reader import root_files, roots_complete, segment_files
 
 EXPECTED_TYPES = {
     "start_timestamp": "TIMESTAMP",

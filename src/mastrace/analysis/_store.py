@@ -2,7 +2,7 @@
 
 Every query here goes through the store's `records` view, so the same code would run on any
 table with Logfire's columns, except that `latest` and `previous` are found in the small `roots`
-view when it holds every root span of the store (see `mastrace.store.roots_complete`). Queries are
+view when it holds every root span of the store (see `mastrace.store.reader.roots_complete`). Queries are
 set-based: each one scans the store at most once.
 """
 
