@@ -12,7 +12,8 @@ MG_VENV := .venv-massgen
 REF_VENV := .venv-genai-ref
 # The whole suite runs on the default Python; the lowest and the highest supported ones, when the machine
 # has them and they differ from the default (on PATH or under pyenv; uv cannot download one here), run the
-# tests whose behaviour depends on the Python or DuckDB version (tests/version_sensitive.py).
+# tests whose behaviour depends on the Python or DuckDB version (tests/version_sensitive.py), beside it
+# with the MassGen tests (tests/suites.sh).
 # Python 3.10 gets DuckDB 1.x (DuckDB 2 ships no 3.10 wheels), so that run covers both DuckDB lines.
 PY_OTHERS := 3.10 3.13
 SUITE_DEPS := --all-extras --no-extra massgen --all-groups --no-group massgen-test --no-group genai-reference
@@ -63,25 +64,7 @@ js:
 	  (cd $(JS_DIR) && npm ci --no-audit --no-fund --loglevel=error); fi
 
 test: $(VENV)/.synced $(MG_VENV)/.synced $(REF_VENV)/.synced browser js
-	$(PY) -m pytest -q; code=$$?; \
-	if [ $$code -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; \
-	if $(MG_VENV)/bin/python -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then \
-	  $(MG_VENV)/bin/python -m pytest -q tests_massgen; mcode=$$?; \
-	  if [ $$mcode -eq 5 ]; then echo "pytest collected no MassGen tests" >&2; exit 1; fi; \
-	else mcode=0; echo "warning: MassGen needs Python >= 3.11; its tests did not run" >&2; fi; \
-	codes="$$code $$mcode"; default=$$($(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])'); \
-	for v in $(PY_OTHERS); do \
-	  [ "$$v" = "$$default" ] && continue; \
-	  found=$$(for c in python$$v $$(pyenv root 2>/dev/null)/versions/$$v.*/bin/python3; do \
-	    "$$c" -c 'import sys; sys.exit(sys.version_info[:2] != tuple(map(int, "'$$v'".split("."))))' \
-	      2>/dev/null && { command -v "$$c"; break; }; done); \
-	  if [ -z "$$found" ]; then \
-	    echo "warning: no Python $$v on this machine; the suite did not run on it" >&2; continue; fi; \
-	  venv=.venv-py$${v/./}; echo "--- the suite again on Python $$v ($$found)"; \
-	  UV_PROJECT_ENVIRONMENT=$$venv $(UV) sync --quiet -p "$$found" $(OTHER_DEPS) && \
-	  $$venv/bin/python -m pytest -q --version-sensitive; c=$$?; [ $$c -eq 5 ] && c=1; codes="$$codes $$c"; \
-	done; \
-	for c in $$codes; do if [ $$c -ne 0 ]; then exit $$c; fi; done
+	bash tests/suites.sh "$(UV)" "$(PY_OTHERS)" "$(OTHER_DEPS)"
 
 lint: $(VENV)/.synced
 	$(VENV)/bin/ruff format --check src tests tests_massgen examples benchmarks

@@ -33,6 +33,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from collections.abc import Iterator
@@ -181,7 +182,26 @@ def _port_free(port: int) -> bool:
 
 
 @pytest.fixture
-def collector(tmp_path: Path) -> Iterator[Path]:
+def standard_ports() -> Iterator[None]:
+    """Ports 4317/4318 for this test alone: a test of another suite on this machine (a second copy, another
+    Python) that needs them waits for this one rather than skipping; another program holding them for
+    10 minutes skips the test, saying so."""
+    import fcntl
+
+    with (Path(tempfile.gettempdir()) / "mastrace-tests-ports-4317-4318.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when closed
+        deadline = time.monotonic() + 600
+        while not (_port_free(4318) and _port_free(4317)):
+            if time.monotonic() > deadline:
+                pytest.skip(
+                    "ports 4317/4318 stayed in use for 10 minutes: the README's serve blocks need them"
+                )
+            time.sleep(0.5)
+        yield
+
+
+@pytest.fixture
+def collector(tmp_path: Path, standard_ports: None) -> Iterator[Path]:
     """mastrace's OTLP intake on the standard ports; yields the store it writes to."""
     from mastrace.serve import start_intake
 
@@ -197,6 +217,8 @@ def collector(tmp_path: Path) -> Iterator[Path]:
 def _prepare(block: Block, work: Path, home: Path, request: pytest.FixtureRequest) -> dict[str, str]:
     """Lay out what the block needs in `work`; returns the extra environment."""
     extra: dict[str, str] = {}
+    if {"collector", "logfire", "source", "serve"} & block.needs:
+        request.getfixturevalue("standard_ports")
     if "store" in block.needs:
         shutil.copytree(request.getfixturevalue("demo_store"), work / ".mastrace")
     if "stores" in block.needs:
@@ -237,7 +259,7 @@ def openai_url() -> Iterator[str]:
 
 
 @pytest.fixture
-def source_server(tmp_path: Path, demo_store: Path) -> Iterator[Path]:
+def source_server(tmp_path: Path, demo_store: Path, standard_ports: None) -> Iterator[Path]:
     """Another `mastrace serve` on 127.0.0.1:4318 over a copy of the demo store; yields that store."""
     from mastrace.serve import start_intake
 
