@@ -106,7 +106,15 @@ def test_evaluations_go_under_the_run_with_the_genai_names(mastrace_spans: Captu
     with mastrace.experiment_run("t1") as run:
         with mastrace.get_tracer().span("judge"):
             mastrace.record_evaluation("exact_match", score=True, evaluator="em")
-        run.record_evaluation("quality", score=0.75, label="good", explanation="clear and short")
+        run.record_evaluation(
+            "quality",
+            score=0.75,
+            label="good",
+            explanation="clear and short",
+            evaluator="judge-gpt",
+            evaluator_version="prompt-v3",
+            evaluator_type="llm_judge",
+        )
     root = mastrace_spans.one(semconv.SPAN_EXPERIMENT_RUN)
     evals = mastrace_spans.by_name(semconv.GEN_AI_EVALUATION_RESULT)
     assert [e.parent.span_id for e in evals] == [root.context.span_id] * 2  # type: ignore[union-attr]
@@ -121,6 +129,12 @@ def test_evaluations_go_under_the_run_with_the_genai_names(mastrace_spans: Captu
     assert second[semconv.GEN_AI_EVALUATION_SCORE_LABEL] == "good"
     assert second[semconv.GEN_AI_EVALUATION_EXPLANATION] == "clear and short"
     assert semconv.MASTRACE_EVALUATION_BOOLEAN not in second
+    assert semconv.MASTRACE_EVALUATION_EVALUATOR_VERSION not in first
+    assert (
+        second[semconv.MASTRACE_EVALUATION_EVALUATOR],
+        second[semconv.MASTRACE_EVALUATION_EVALUATOR_VERSION],
+        second[semconv.MASTRACE_EVALUATION_EVALUATOR_TYPE],
+    ) == ("judge-gpt", "prompt-v3", "llm_judge")
 
 
 def test_bad_scores_and_ids_are_refused() -> None:

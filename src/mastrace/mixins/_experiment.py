@@ -14,7 +14,7 @@ import json
 import random
 from collections.abc import Mapping
 from types import TracebackType
-from typing import Any
+from typing import Any, NamedTuple
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -83,10 +83,13 @@ class ExperimentRun:
         label: str | None = None,
         explanation: str | None = None,
         evaluator: str | None = None,
+        evaluator_version: str | None = None,
+        evaluator_type: str | None = None,
     ) -> None:
         """Record an evaluation result of this run (see `mastrace.record_evaluation`)."""
         ctx = self._span.span_context if self._span is not None else None
-        _record(name, score, label, explanation, evaluator, None, ctx)
+        who = _Evaluator(evaluator, evaluator_version, evaluator_type)
+        _record(name, score, label, explanation, who, None, ctx)
 
     def _root_attributes(self) -> dict[str, Any]:
         attrs: dict[str, Any] = {
@@ -195,6 +198,8 @@ def record_evaluation(
     label: str | None = None,
     explanation: str | None = None,
     evaluator: str | None = None,
+    evaluator_version: str | None = None,
+    evaluator_type: str | None = None,
     trace_id: str | None = None,
     span_id: str | None = None,
 ) -> None:
@@ -202,10 +207,12 @@ def record_evaluation(
 
     The event is a zero-duration log-style span with `gen_ai.evaluation.name`,
     `gen_ai.evaluation.score.value` (a boolean becomes 1.0 or 0.0, with the label `pass`/`fail`
-    unless one is given), `gen_ai.evaluation.score.label`, `gen_ai.evaluation.explanation` and
-    `mastrace.evaluation.evaluator`. It goes under the current `experiment_run()` (else the current
-    span); with `trace_id` (and optionally the run span's `span_id`), under that run in another
-    trace: a judge run later, in another process, attaches its scores to the runs it judges.
+    unless one is given), `gen_ai.evaluation.score.label`, `gen_ai.evaluation.explanation`, and the
+    evaluator's name, version and type (`mastrace.evaluation.evaluator`, `.evaluator.version`,
+    `.evaluator.type`: e.g. `code`, `llm_judge`, `human`). It goes under the current
+    `experiment_run()` (else the current span); with `trace_id` (and optionally the run span's
+    `span_id`), under that run in another trace: a judge run later, in another process, attaches its
+    scores to the runs it judges.
 
     Raises:
         TypeError: `score` is neither a number nor a boolean.
@@ -222,7 +229,8 @@ def record_evaluation(
         run = _CURRENT.get()
         if run is not None and run.span is not None:
             parent = run.span.span_context
-    _record(name, score, label, explanation, evaluator, None, parent)
+    who = _Evaluator(evaluator, evaluator_version, evaluator_type)
+    _record(name, score, label, explanation, who, None, parent)
 
 
 def record_under(
@@ -240,7 +248,13 @@ def record_under(
         extra = {semconv.MASTRACE_EVALUATION_VALUE: value} if value is not None else None
         if isinstance(score, float) and score != score:  # NaN: no score
             score = None
-        _record(name, score, label, None, evaluator, extra, parent)
+        _record(name, score, label, None, _Evaluator(evaluator), extra, parent)
+
+
+class _Evaluator(NamedTuple):
+    name: str | None
+    version: str | None = None
+    kind: str | None = None
 
 
 def _record(
@@ -248,7 +262,7 @@ def _record(
     score: float | bool | None,
     label: str | None,
     explanation: str | None,
-    evaluator: str | None,
+    evaluator: _Evaluator,
     extra: Mapping[str, Any] | None,
     parent: SpanContext | None,
 ) -> None:
@@ -268,8 +282,13 @@ def _record(
         attrs[semconv.GEN_AI_EVALUATION_SCORE_LABEL] = str(label)
     if explanation is not None:
         attrs[semconv.GEN_AI_EVALUATION_EXPLANATION] = str(explanation)
-    if evaluator is not None:
-        attrs[semconv.MASTRACE_EVALUATION_EVALUATOR] = str(evaluator)
+    for key, given in (
+        (semconv.MASTRACE_EVALUATION_EVALUATOR, evaluator.name),
+        (semconv.MASTRACE_EVALUATION_EVALUATOR_VERSION, evaluator.version),
+        (semconv.MASTRACE_EVALUATION_EVALUATOR_TYPE, evaluator.kind),
+    ):
+        if given is not None:
+            attrs[key] = str(given)
     if extra:
         attrs.update(extra)
     with handle_internal_errors("record_evaluation"):
