@@ -96,13 +96,15 @@ CONTEXT_GATE = (
     r"(?:pass|pw)[a-z0-9_.-]{0,60}" + _GAPS.replace("VALUE", _V + "{4}")
     + r"|(?:secret|token|key|cred|auth|login)[a-z0-9_.-]{0,60}" + _GAPS.replace("VALUE", _holding(_D))
     + r"|(?:^|[\s\"'])-p|machine[ \t]"
+    + r"|-(?:pass|pw)[a-z0-9_.-]{0,60}[ \t]+(?:\\?[\"'`]){0,2}[^\s\"'`<>\\-]{6}"
 )  # fmt: skip
 """Where the context finder can find something, as one pattern without look-arounds (for Hyperscan and
 RE2, and `re` on lower-cased text): a secret word, the rest of a name, any gap the finder reads, and
 four characters of a value (after blanks or words only, a value with a digit in its first 41
 characters: prose is full of `tokens per round`; after any other word than a password's, with
 something else than digits and punctuation there: configs are full of `"max_tokens": 4096`); or a
-`-p` flag; or a `.netrc` `machine`. It matches wherever the finder finds a credential (and in many
+`-p` flag; or a `.netrc` `machine`; or a password flag (`--pass`, `-Password`, `--db-pw`) and six
+characters of its value, which need no digit. It matches wherever the finder finds a credential (and in many
 more places): the first pass's gate for it."""
 _CANDIDATE = re.compile(CONTEXT_GATE)
 
@@ -332,8 +334,11 @@ def find_in_context(text: str, low: str, covered: Sequence[tuple[int, int]] = ()
     for at, size in _cores(low):
         if at < last_end:
             continue  # inside a name already read
-        if _CANDIDATE.match(low, at) is None:
-            continue  # the gate says no value can follow (the gate reads the name from its word on)
+        if _CANDIDATE.match(low, at) is None and not (
+            at and low[at - 1] == "-" and _CANDIDATE.match(low, at - 1)
+        ):
+            continue  # the gate says no value can follow (it reads the name from its word on, or a
+            # password flag from its dash)
         found = _at_name(text, low, at, at + size, judged, covered, starts)
         if found is None:
             continue
@@ -421,8 +426,13 @@ def _at_name(
         if i >= 0 and covered[i][1] >= v_end:
             return None, v_end  # inside a secret found already: nothing to judge, nor to read in it
     value = text[v_start:v_end]
-    if gap.group("words") is not None and not any(c.isdigit() for c in value[:_DIGIT_REACH]):
-        return None, end  # as the gate asks: after blanks or words, a value holds a digit
+    if (
+        gap.group("words") is not None
+        and not (context == "flag" and _names_password_last(name))
+        and not any(c.isdigit() for c in value[:_DIGIT_REACH])
+    ):
+        return None, end  # as the gate asks: after blanks or words, a value holds a digit (but for a
+        # password flag, `-Password correcthorse`: any literal of six characters or more)
     if strength != "password" and _NOT_DIGIT.search(value, 0, _DIGIT_REACH) is None:
         return None, end  # as the gate asks: after another word than a password's, not only digits
     provider_near = strength == "weak" and _provider_before(low, start, name)
@@ -435,6 +445,13 @@ def _at_name(
     if not taken:
         return None, end
     return ContextHit(v_start, v_end, m, context), end
+
+
+def _names_password_last(name: str) -> bool:
+    """Whether a flag's name ends with a password word (`--pass`, `-Password`, `--db-pw`; not
+    `--pass-through`): its value needs no digit to be taken."""
+    last = name.lower().rsplit("-", 1)[-1].rsplit("_", 1)[-1]
+    return last in ("pass", "pw", "pwd", "passwd", "passphrase") or last.endswith("password")
 
 
 def _context_of(gap: re.Match[str], text: str, name_start: int) -> tuple[str | None, int]:
