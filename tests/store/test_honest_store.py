@@ -3,6 +3,7 @@ and an unwritable folder that warns once while the other destinations keep worki
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -164,8 +165,9 @@ KILLED = textwrap.dedent(
 )
 
 
-def _kill_once(tmp_path: Path, index: int, after: float) -> tuple[int, int, float]:
-    """Start a writer, SIGKILL it `after` seconds after it is ready; (created, lost, worst age of a loss)."""
+def _kill_once(tmp_path: Path, index: int, after: float) -> tuple[int, int, float, float]:
+    """Start a writer, SIGKILL it `after` seconds after it is ready; (created, lost, worst age of a loss,
+    the writer's longest stall: the longest its loop waited between two spans, or after the last)."""
     store, log = tmp_path / f"store{index}", tmp_path / f"log{index}"
     proc = subprocess.Popen([sys.executable, "-c", KILLED, str(store), str(log)], env=_env())
     try:
@@ -186,20 +188,26 @@ def _kill_once(tmp_path: Path, index: int, after: float) -> tuple[int, int, floa
             ended[int(parts[0])] = int(parts[1])
     stored = {int(r["attributes"]["seq"]) for r in _rows(store)}  # type: ignore[index, call-overload]
     lost = [seq for seq in ended if seq not in stored]
+    assert all(seq > max(stored, default=0) for seq in lost), "a span was lost before a stored one"
     worst = max(((killed_at - ended[seq]) / 1e9 for seq in lost), default=0.0)
-    return len(ended), len(lost), worst
+    times = [ended[seq] for seq in sorted(ended)] + [killed_at]
+    stall = max((b - a for a, b in itertools.pairwise(times)), default=0) / 1e9
+    return len(ended), len(lost), worst, stall
 
 
 @pytest.mark.slow
 def test_sigkill_loses_only_the_last_flush_interval(tmp_path: Path) -> None:
-    """Ten writers killed at random moments (0.2–2 s): no span that ended more than one flush
-    interval before the kill is missing, the first flush included."""
+    """Ten writers killed at random moments (0.2–2 s): what is lost is the newest spans only, and none
+    that ended more than one flush interval before the kill (plus the writer's own stalls on a loaded
+    machine), the first flush included."""
     rnd = random.Random(20261124)
     figures = [_kill_once(tmp_path, i, rnd.uniform(0.2, 2.0)) for i in range(10)]
     created = sum(f[0] for f in figures)
     lost = sum(f[1] for f in figures)
-    worst = max(f[2] for f in figures)
     assert created > 1_000
-    # One interval, plus scheduling slack on a shared machine.
-    assert worst <= INTERVAL + 0.2, (worst, figures)
+    # One interval, plus what the machine's load cost the writer: its export thread runs no sooner
+    # than its own loop does, so the longest stall the loop saw (a 1 ms sleep between spans) is
+    # added; on a quiet machine that is a few milliseconds.
+    for _, _, worst, stall in figures:
+        assert worst <= INTERVAL + 0.2 + 2 * stall, (worst, stall, figures)
     assert lost < created
