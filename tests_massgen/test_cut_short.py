@@ -6,9 +6,13 @@ MassGen's own files (`status.json`, `coordination_events.json`). Run with `-s` f
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
+
+from mastrace.mcp_server._tools import Tools
+from mastrace.serve._ui_pages import report_page
 
 from . import parity
 from .conftest import MODELS, Run, analyze, query
@@ -86,9 +90,19 @@ def test_a_timeout_marks_the_session_ends_the_agents_round_and_is_counted(
     assert ours.values["agent errors"] == massgen.values["agent errors"] == 0
     for key in ("input tokens", "output tokens"):
         assert ours.values[key] == ledger.values[key], key
-    table = _recovery(analyze(timeout_run.store, tmp_path / "report.md"))
-    agents = {k: v for k, v in table.items() if k != "**Total**"}
-    assert {k: int(v[3]) for k, v in agents.items() if int(v[3])} == dict(timed_out)
+    # `analyze` counts them per agent: in Markdown, in the UI's HTML page, and through `mastrace mcp`.
+    markdown = analyze(timeout_run.store, tmp_path / "report.md")
+    for text in (markdown, Tools(timeout_run.store).analyze("latest")):
+        table = {k: v for k, v in _recovery(text).items() if k != "**Total**"}
+        assert {k: int(v[3]) for k, v in table.items() if int(v[3])} == dict(timed_out)
+    page = report_page(markdown, "t")
+    section = page.split("Retries, Restarts &amp; Timeouts", 1)[1].split("<h2", 1)[0]
+    cells = {
+        row[0]: row[1:]
+        for row in (re.findall(r"<td[^>]*>([^<]*)</td>", tr) for tr in section.split("<tr>"))
+        if row
+    }
+    assert {k: int(v[3]) for k, v in cells.items() if k in timed_out} == dict(timed_out)
 
 
 def test_sigint_ends_every_open_round_with_an_outcome_inside_its_session(interrupted_run: Run) -> None:
