@@ -372,7 +372,7 @@ def _mcp(name: str, attributes: Mapping[str, Any]) -> Iterator[Any]:
             yield proxy
         except BaseException as exc:
             if call is not None:
-                call.error = (type(exc).__name__, text_of(exc))
+                call.error = (_exception_type(exc), text_of(exc))
             raise
         else:
             if call is not None:
@@ -382,6 +382,13 @@ def _mcp(name: str, attributes: Mapping[str, Any]) -> Iterator[Any]:
                 turns.mcp_span.reset(token)
             except (ValueError, RuntimeError):
                 turns.mcp_span.set(None)
+
+
+def _exception_type(exc: BaseException) -> str:
+    """The exception's type as the OpenTelemetry SDK records it (`module.Qualname`)."""
+    kind = type(exc)
+    module = getattr(kind, "__module__", None)
+    return f"{module}.{kind.__qualname__}" if module and module != "builtins" else kind.__qualname__
 
 
 @contextmanager
