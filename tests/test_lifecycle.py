@@ -97,5 +97,22 @@ def test_a_span_open_across_a_reconfigure_is_marked_interrupted_at_exit() -> Non
     assert len(ended) == 1 and (ended[0].attributes or {}).get("mastrace.interrupted") is True
 
 
+def test_spans_open_at_exit_end_innermost_first() -> None:
+    """A span still open inside another ends no later than it (a round inside its session)."""
+    exporter = _SlowExporter()
+    mastrace.configure(local=False, exporters=[exporter])
+    tracer = mastrace.get_tracer()
+    outer, inner = tracer.span("outer"), tracer.span("inner")
+    outer.__enter__()
+    inner.__enter__()
+    mastrace.shutdown(timeout=5, interrupted=True)
+    ended = {s.name: s for s in exporter.spans}
+    assert (
+        ended["inner"].parent is not None and ended["inner"].parent.span_id == ended["outer"].context.span_id
+    )
+    assert ended["inner"].end_time is not None and ended["outer"].end_time is not None
+    assert ended["inner"].end_time <= ended["outer"].end_time
+
+
 if sys.platform == "win32":  # pragma: no cover
     pytestmark = pytest.mark.skip("POSIX process semantics")

@@ -154,6 +154,29 @@ def test_error_outcome_without_exception_sets_error_status(mastrace_spans: Captu
     assert span.status.status_code is StatusCode.ERROR and span.status.description == "invalid vote id"
 
 
+def test_a_round_cut_short_ends_now_and_the_cancellation_after_is_not_its_error(
+    mastrace_spans: CapturedSpans,
+) -> None:
+    """`cut_short` ends the round with its outcome, reason, event and usage so far; the exception that
+    leaves the block later (the task's cancellation) is re-raised but not recorded on it."""
+    with (
+        Orchestrator().coordination_session("t", ["a"]),
+        pytest.raises(asyncio.CancelledError),
+        Agent("a").agent_round(0) as rnd,
+    ):
+        rnd.add_usage(TokenUsage(input_tokens=7, output_tokens=1))
+        rnd.cut_short("timeout", "Time limit exceeded (10.0s/10s)", semconv.EVENT_MASSGEN_TIMEOUT)
+        ended = mastrace_spans.one("agent.a.round_0").end_time
+        raise asyncio.CancelledError
+    span = mastrace_spans.one("agent.a.round_0")
+    attrs = mastrace_spans.attributes("agent.a.round_0")
+    assert span.end_time == ended and span.end_time <= mastrace_spans.one("coordination.session").end_time
+    assert attrs[semconv.MASSGEN_OUTCOME] == "timeout" and attrs[semconv.MASSGEN_USAGE_INPUT] == 7
+    assert span.status.status_code is StatusCode.ERROR
+    assert span.status.description == "timeout: Time limit exceeded (10.0s/10s)"
+    assert [e.name for e in span.events] == [semconv.EVENT_MASSGEN_TIMEOUT]
+
+
 def test_each_round_carries_only_its_own_usage(mastrace_spans: CapturedSpans) -> None:
     """Round usage is the round's delta, so rounds sum to the session total."""
     agent = Agent("a")

@@ -4,6 +4,7 @@ built by `make test`): MassGen pins older `openai`, `protobuf` and `wrapt` relea
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -74,9 +75,11 @@ def run_massgen(
     interactive: bool = False,
     extra_config: str = "",
     instrument: str | None = None,
+    interrupt: bool = False,
 ) -> Run:
     """Run `mastrace run -- massgen ...` against a fresh loopback server; several questions are
-    asked on standard input in one interactive session."""
+    asked on standard input in one interactive session. With `interrupt`, SIGINT is sent once a
+    request the plan stalls has arrived (the run is then mid-call)."""
     ledger = Ledger()
     plan = plan or Plan()
     plan.questions = questions
@@ -104,13 +107,34 @@ def run_massgen(
             stdin = "".join(f"{q}\n" for q in questions) + "/quit\n"
         else:
             command.append(questions[0])
-        done = subprocess.run(
-            command, cwd=tmp, env=env, input=stdin, capture_output=True, text=True, timeout=600
-        )
+        with subprocess.Popen(
+            command,
+            cwd=tmp,
+            env=env,
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            # A child of a shell's background job inherits SIGINT ignored; MassGen then ignores it too.
+            preexec_fn=_default_sigint,
+        ) as process:
+            if interrupt:
+                assert plan.stalled.wait(600), "the stalled request never arrived"
+                process.send_signal(signal.SIGINT)
+            try:
+                stdout, stderr = process.communicate(stdin, timeout=600)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                raise
     finally:
+        plan.release.set()
         server.shutdown()
         server.server_close()
-    return Run(store, ledger, done.stdout, done.stderr, done.returncode, config, tmp)
+    return Run(store, ledger, stdout, stderr, process.returncode, config, tmp)
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @pytest.fixture(scope="session")
@@ -135,6 +159,30 @@ def failed_turn_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     """Every request fails with HTTP 500: every agent fails and MassGen gives no answer."""
     plan = Plan(http_500={m: set(range(1, 100)) for m in MODELS.values()})
     yield run_massgen(tmp_path_factory.mktemp("failed-turn"), plan=plan)
+
+
+# agent_b's first request is never answered: the run is mid-call until MassGen's orchestrator times
+# out (given 10 s: it then presents an answer it has) or the test sends SIGINT.
+STALLED_B = {MODELS["b"]}
+TIMEOUT_CONFIG = "timeout_settings:\n  orchestrator_timeout_seconds: 10\n"
+
+
+@pytest.fixture(scope="session")
+def timeout_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    yield run_massgen(
+        tmp_path_factory.mktemp("timeout"), plan=Plan(stall=STALLED_B), extra_config=TIMEOUT_CONFIG
+    )
+
+
+@pytest.fixture(scope="session")
+def interrupted_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    yield run_massgen(tmp_path_factory.mktemp("sigint"), plan=Plan(stall=STALLED_B), interrupt=True)
+
+
+@pytest.fixture(scope="session")
+def mcp_crash_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    """agent_a's MCP server exits in the middle of the tool call (MassGen retries the call once)."""
+    yield run_massgen(tmp_path_factory.mktemp("mcp-crash"), plan=Plan(mcp_crash=True))
 
 
 TWO_QUESTIONS = ("What is six times seven?", "And what is six times eight?")

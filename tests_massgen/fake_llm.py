@@ -32,6 +32,10 @@ class Plan:
         late: Model -> seconds to wait before its first answer (votes cast meanwhile are discarded).
         questions: The questions of the session, in order (to tell the turns apart).
         mcp_error: Call the MCP tool with arguments it rejects (the result is an MCP error).
+        mcp_crash: Call the MCP tool with arguments that make the MCP server process exit mid-call.
+        stall: Models whose first request is held, unanswered, until `release` is set.
+        stalled: Set when a held request has arrived.
+        release: Set to let the held requests go (the tests set it before the server shuts down).
     """
 
     http_500: dict[str, set[int]] = field(default_factory=dict)
@@ -39,6 +43,10 @@ class Plan:
     late: dict[str, float] = field(default_factory=dict)
     questions: tuple[str, ...] = ()
     mcp_error: bool = False
+    mcp_crash: bool = False
+    stall: set[str] = field(default_factory=set)
+    stalled: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
 
 
 @dataclass
@@ -67,7 +75,7 @@ class Ledger:
         for call in self.calls:
             row = out.setdefault(call["model"], {"requests": 0, "errors": 0, "input": 0, "output": 0})
             row["requests"] += 1
-            if call["status"] != 200:
+            if call["status"] >= 400:
                 row["errors"] += 1
             row["input"] += call["prompt_tokens"]
             row["output"] += call["completion_tokens"]
@@ -139,14 +147,21 @@ def make_server(ledger: Ledger, plan: Plan | None = None, text_chunks: int = 5) 
                     "target": None,
                 }
                 ledger.calls.append(entry)
+                held = model in plan.stall and number == 1
                 if number in plan.http_500.get(model, ()):
                     entry["kind"] = "http_500"
                     entry["status"] = 500
+                elif held:
+                    entry["kind"] = "stalled"
+                    entry["status"] = 0  # never answered: the client gave up first
                 else:
                     mcp_tool = next((t for t in sorted(tools) if t.endswith("multiply")), None)
                     if mcp_tool is not None and key not in used_tool and key not in answered:
                         used_tool.add(key)
-                        kind, args = mcp_tool, {"a": 6, "b": -7 if plan.mcp_error else 7}
+                        kind, args = (
+                            mcp_tool,
+                            {"a": 6, "b": -7 if plan.mcp_error else 0 if plan.mcp_crash else 7},
+                        )
                     elif "new_answer" in tools and key not in answered:
                         answered[key] = 1
                         kind, args = "new_answer", {"content": f"The answer from {model} is 42."}
@@ -162,6 +177,10 @@ def make_server(ledger: Ledger, plan: Plan | None = None, text_chunks: int = 5) 
                     entry["kind"] = kind
                     entry["prompt_tokens"] = 100 + len(text) % 97 + index
                     entry["completion_tokens"] = 20 + index
+            if held:
+                plan.stalled.set()
+                plan.release.wait(600)
+                return
             if entry["status"] != 200:
                 self._error(entry["status"])
                 return

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from mcp.server.fastmcp import FastMCP
 
 server = FastMCP("calc")
@@ -9,7 +11,9 @@ server = FastMCP("calc")
 
 @server.tool()
 def multiply(a: int, b: int) -> int:
-    """Multiply two non-negative integers."""
+    """Multiply two non-negative integers (a 0 makes the server crash mid-call)."""
+    if b == 0:
+        os._exit(3)
     if a < 0 or b < 0:
         raise ValueError(f"negative numbers are not supported: {a} x {b}")
     return a * b

@@ -30,7 +30,13 @@ FIELDS = (
     "HTTP errors",
     "HTTP retries",
     "enforcement retries",
+    "MCP calls",
     "MCP errors",
+    "MCP retries",
+    "timeouts",
+    "finish reason",
+    "rounds cut short",
+    "rounds without outcome",
     "turn failed",
 )
 
@@ -55,7 +61,8 @@ def ledger_figures(run: Run, models: dict[str, str]) -> list[Figures]:
                 "output tokens": sum(c["completion_tokens"] for c in served),
                 "LLM calls": len(calls),
                 "answers": sum(1 for c in served if c["kind"] == "new_answer"),
-                "HTTP errors": sum(1 for c in calls if c["status"] != 200),
+                "HTTP errors": sum(1 for c in calls if c["status"] >= 400),
+                "MCP calls": sum(1 for c in served if str(c["kind"]).endswith("multiply")),
             }
         )
         for call in served:
@@ -91,7 +98,10 @@ def massgen_figures(run: Run) -> list[Figures]:
                 "enforcement retries": sum(
                     (a.get("reliability") or {}).get("total_enforcement_retries", 0) for a in agents.values()
                 ),
+                "MCP calls": metrics.get("tools", {}).get("total_calls"),
                 "MCP errors": metrics.get("tools", {}).get("total_failures"),
+                "timeouts": kinds["agent_timeout"],
+                "finish reason": status.get("finish_reason"),
                 "turn failed": status.get("finish_reason") not in ("completed", None),
             }
         )
@@ -132,6 +142,8 @@ def mastrace_figures(rows: list[dict[str, Any]]) -> list[Figures]:
         llm = [r for r in mine if r["span_name"].startswith("llm.")]
         votes = [r for r in mine if r["span_name"].startswith("Agent vote:")]
         winners = [r for r in mine if r["span_name"].startswith("Winner selected:")]
+        mcp = [r for r in mine if r["span_name"].startswith("mcp.")]
+        retries = [r for r in mcp if int(r["attributes"].get("mastrace.tool.attempt", 1)) > 1]
         attrs = session["attributes"]
         fig = Figures()
         unknown = sorted(
@@ -166,8 +178,19 @@ def mastrace_figures(rows: list[dict[str, Any]]) -> list[Figures]:
                 "enforcement retries": sum(
                     1 for r in rounds for e in r["events"] if e["name"] == "massgen.enforcement"
                 ),
-                "MCP errors": sum(
-                    1 for r in mine if r["span_name"].startswith("mcp.") and r["status"] == "ERROR"
+                "MCP calls": len(mcp) - len(retries),
+                # A retry follows a failed attempt: a call failed when its last attempt did.
+                "MCP errors": sum(1 for r in mcp if r["status"] == "ERROR") - len(retries),
+                "MCP retries": len(retries),
+                "timeouts": sum(1 for r in mine if r["span_name"] == "Coordination event: agent_timeout"),
+                "finish reason": attrs.get("massgen.finish_reason"),
+                "rounds cut short": sum(
+                    1
+                    for r in rounds
+                    if r["attributes"].get("massgen.outcome") in ("timeout", "interrupted", "cancelled")
+                ),
+                "rounds without outcome": sum(
+                    1 for r in rounds if not r["attributes"].get("massgen.outcome")
                 ),
                 "turn failed": session["status"] == "ERROR",
             }

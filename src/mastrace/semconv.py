@@ -256,6 +256,22 @@ MASSGEN_VOTE_DISCARDED: Final = "massgen.vote.discarded"
 """True on a vote MassGen dropped because a new answer arrived after it (it is not counted)."""
 OUTCOME_VOTE_DISCARDED: Final = "vote_discarded"
 OUTCOME_PRESENTATION: Final = "presentation"
+OUTCOME_TIMEOUT: Final = "timeout"
+"""A round MassGen's orchestrator timed out (its `agent_timeout` event)."""
+OUTCOME_INTERRUPTED: Final = "interrupted"
+"""A round still running when its turn was interrupted (SIGINT, `KeyboardInterrupt`)."""
+OUTCOME_CANCELLED: Final = "cancelled"
+"""A round still running when its turn was cancelled or ended without it."""
+OUTCOMES_CUT_SHORT: Final = (OUTCOME_TIMEOUT, OUTCOME_INTERRUPTED, OUTCOME_CANCELLED)
+"""Outcomes of a round ended from outside before it finished (an exception leaving it later is not its)."""
+EVENT_MASSGEN_TIMEOUT: Final = "massgen.timeout"
+"""MassGen's orchestrator timed out the agent while this round ran (`massgen.timeout.reason` says why)."""
+MASSGEN_TIMEOUT_REASON: Final = "massgen.timeout.reason"
+"""MassGen's own words for a timeout, e.g. `Time limit exceeded (10.0s/10s)`."""
+MASSGEN_FINISH_REASON: Final = "massgen.finish_reason"
+"""How a coordination turn finished, as MassGen's `status.json` says it (set for `timeout`)."""
+MASTRACE_TOOL_ATTEMPT: Final = "mastrace.tool.attempt"
+"""Which attempt of one tool call an `mcp.*` span is: 1, then 2 for the framework's first retry ..."""
 EVENT_MASSGEN_ENFORCEMENT: Final = "massgen.enforcement"
 """One of MassGen's enforcement retries (a workflow-tool mistake it asked the agent to redo)."""
 MASSGEN_ENFORCEMENT_REASON: Final = "massgen.enforcement.reason"
@@ -305,6 +321,7 @@ INT_KEYS: Final = frozenset(
         MASSGEN_ENFORCEMENT_MAX_ATTEMPTS,
         MASSGEN_ENFORCEMENT_BUFFER_CHARS_LOST,
         MASSGEN_ENFORCEMENT_RETRIES,
+        MASTRACE_TOOL_ATTEMPT,
         "process.pid",
     }
 )

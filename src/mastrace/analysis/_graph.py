@@ -483,7 +483,9 @@ def build_graph(trace_id: str, spans: Sequence[SpanRow]) -> CoordinationGraph:
             target = f"mcp:{server}"
             if target not in nodes:
                 nodes[target] = GraphNode(target, "mcp", f"MCP {server}")
-            nodes[target].calls += 1
+            attempt = a.get(semconv.MASTRACE_TOOL_ATTEMPT)
+            if not (isinstance(attempt, int) and attempt > 1):  # a retry is not a call of its own
+                nodes[target].calls += 1
             nodes[target].span_ids.append(span.span_id)
             tool_name = tool if isinstance(tool, str) else name.split(".", 2)[-1]
             edge(who, target, "mcp", span.span_id, tool_name)

@@ -221,9 +221,18 @@ def _tools(report: Report) -> list[str]:
     lines = ["## Tool Calls", ""]
     if not report.tools:
         return [*lines, "No tool calls in this trace.", ""]
-    rows = [(t.name, t.calls, t.errors, _s(t.total), _s(t.avg), _s(t.max)) for t in report.tools]
-    lines += _table(["Tool", "Calls", "Errors", "Total (s)", "Avg (s)", "Max (s)"], rows, "lrrrrr")
-    return [*lines, *_more(report, "tools", len(rows)), ""]
+    rows = [(t.name, t.calls, t.errors, t.retries, _s(t.total), _s(t.avg), _s(t.max)) for t in report.tools]
+    lines += _table(
+        ["Tool", "Calls", "Errors", "Retries", "Total (s)", "Avg (s)", "Max (s)"], rows, "lrrrrrr"
+    )
+    lines += _more(report, "tools", len(rows))
+    if any(t.retries for t in report.tools):
+        lines += [
+            "",
+            "_Retries: the framework calling a tool again after an attempt failed; a call counts once, "
+            "as an error when its last attempt failed._",
+        ]
+    return [*lines, ""]
 
 
 def _errors(report: Report) -> list[str]:
@@ -242,8 +251,14 @@ def _recovery(report: Report) -> list[str]:
     lines = ["## Retries, Restarts & Timeouts", ""]
     rows = report.recovery
     if not rows:
-        return [*lines, "No HTTP retries, enforcement retries, restarts or timeouts were recorded.", ""]
-    table = [(r.agent, r.http_retries, r.enforcement_retries, r.restarts, r.timeouts) for r in rows]
+        return [
+            *lines,
+            "No HTTP retries, enforcement retries, restarts, timeouts or tool retries were recorded.",
+            "",
+        ]
+    table = [
+        (r.agent, r.http_retries, r.enforcement_retries, r.restarts, r.timeouts, r.tool_retries) for r in rows
+    ]
     if len(rows) > 1:
         table.append(
             (
@@ -252,16 +267,19 @@ def _recovery(report: Report) -> list[str]:
                 sum(r.enforcement_retries for r in rows),
                 sum(r.restarts for r in rows),
                 sum(r.timeouts for r in rows),
+                sum(r.tool_retries for r in rows),
             )
         )
-    headers = ["Agent", "HTTP retries", "Enforcement retries", "Restart signals", "Timeouts"]
-    lines += _table(headers, table, "lrrrr")
+    headers = ["Agent", "HTTP retries", "Enforcement retries", "Restart signals", "Timeouts", "Tool retries"]
+    lines += _table(headers, table, "lrrrrr")
     lines += [
         "",
         "_HTTP retries: the LLM SDK's own retries inside one call (429, 5xx, dropped connection). "
         "Enforcement retries: MassGen asking an agent again after a reply without a valid tool call. "
         "Restart signals: MassGen's `Agent restart` records (a new answer asks the agent to start over; "
-        "an agent that has failed or finished does not). Timeouts: MassGen's `agent_timeout` events._",
+        "an agent that has failed or finished does not). Timeouts: MassGen's `agent_timeout` events. "
+        "Tool retries: a tool called again after an attempt failed (MassGen retries an MCP call that "
+        "raised)._",
     ]
     return [*lines, ""]
 

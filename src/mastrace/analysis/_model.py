@@ -125,7 +125,8 @@ class OperationRow:
 
 @dataclass
 class ToolRow:
-    """Calls of one tool span name."""
+    """Calls of one tool span name: a framework's retry of a call (`mastrace.tool.attempt` > 1) is
+    counted in `retries`, not as a call, and a call is an error when its last attempt failed."""
 
     name: str
     calls: int
@@ -133,6 +134,7 @@ class ToolRow:
     total: float
     avg: float
     max: float
+    retries: int = 0
 
 
 @dataclass
@@ -151,13 +153,15 @@ class ErrorRow:
 class RecoveryRow:
     """What one agent recovered from, or did not: the SDK's HTTP retries inside its LLM calls,
     MassGen's enforcement retries (a reply without a valid tool call asked again), its restarts
-    (a new answer made the agent start over) and its timeouts."""
+    (a new answer made the agent start over), its timeouts and the retries of its tool calls."""
 
     agent: str
     http_retries: int = 0
     enforcement_retries: int = 0
     restarts: int = 0
     timeouts: int = 0
+    tool_retries: int = 0
+    """A framework's retries of a tool call (MassGen calls an MCP server again when a call raised)."""
 
 
 @dataclass

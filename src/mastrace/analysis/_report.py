@@ -306,7 +306,15 @@ def build_report(
             store,
             TOOLS_SQL,
             max_rows,
-            lambda r: ToolRow(r["name"], int(r["calls"]), int(r["errors"]), r["total"], r["avg"], r["max"]),
+            lambda r: ToolRow(
+                r["name"],
+                int(r["calls"]),
+                int(r["errors"]),
+                r["total"],
+                r["avg"],
+                r["max"],
+                int(r["retries"]),
+            ),
         ),
         errors=_listed(
             store,
@@ -323,6 +331,7 @@ def build_report(
                 int(r["enforcement_retries"]),
                 int(r["restarts"]),
                 int(r["timeouts"]),
+                int(r["tool_retries"]),
             )
             for r in store.rows(RECOVERY_SQL, [trace_id])
         ],

@@ -122,6 +122,15 @@ def _hex_id(column: str) -> str:
     return f"TRY_CAST('0x' || {column} AS UBIGINT)"
 
 
+# A tool span that is a framework's retry of the call before it (`mastrace.tool.attempt` > 1): not a call
+# of its own. A retry follows a failed attempt, so a tool's errors are its failed spans less its retries.
+_RETRY = (
+    f"({TOOL_SPAN_SQL} AND contains(CAST(attributes AS VARCHAR), '{semconv.MASTRACE_TOOL_ATTEMPT}') "
+    f"AND coalesce(TRY_CAST(json_extract_string(attributes, '$.\"{semconv.MASTRACE_TOOL_ATTEMPT}\"') "
+    "AS BIGINT), 1) > 1)"
+)
+
+
 def load_trace_sql() -> str:
     """`CREATE TEMP TABLE mt_spans` for the trace given as the single `?` parameter.
 
@@ -141,7 +150,8 @@ WITH raw AS (
            coalesce(nullif(message, ''), span_name) AS label,
            epoch_us(start_timestamp) AS start_us, epoch_us(end_timestamp) AS end_us, duration,
            is_exception, exception_type, exception_message, otel_status_code, otel_status_message,
-           CASE WHEN NOT {bulk} OR {error} THEN attributes END AS attributes
+           CASE WHEN NOT {bulk} OR {error} THEN attributes END AS attributes,
+           {_RETRY} AS is_retry
     FROM records WHERE trace_id = ?
 ), base AS (
     SELECT *,
@@ -312,7 +322,8 @@ GROUP BY 1
 ROUNDS_SQL: Final = f"""
 WITH tools AS (
     SELECT owner, greatest(start_us, owner_start) AS s, least(end_us, owner_end) AS e, is_error,
-           sid NOT IN (SELECT sid FROM mt_wrappers) AS is_call
+           sid NOT IN (SELECT sid FROM mt_wrappers) AS is_call,
+           sid IN (SELECT sid FROM mt_spans WHERE is_retry) AS is_retry
     FROM mt_owner WHERE is_tool
 ), reach AS (
     SELECT owner, s, e,
@@ -323,8 +334,9 @@ WITH tools AS (
     SELECT owner, sum(greatest(0, e - greatest(s, coalesce(reached, s)))) AS wall_us
     FROM reach GROUP BY owner
 ), calls AS (
-    SELECT owner, count(*) FILTER (WHERE is_call) AS tool_spans,
-           count(*) FILTER (WHERE is_call AND is_error) AS tool_errors
+    SELECT owner, count(*) FILTER (WHERE is_call AND NOT is_retry) AS tool_spans,
+           greatest(0, count(*) FILTER (WHERE is_call AND is_error)
+                       - count(*) FILTER (WHERE is_call AND is_retry)) AS tool_errors
     FROM tools GROUP BY owner
 )
 SELECT r.agent_id AS agent,
@@ -379,7 +391,9 @@ ORDER BY top.duration DESC, top.start_us
 """
 
 TOOLS_SQL: Final = """
-SELECT span_name AS name, count(*) AS calls, count(*) FILTER (WHERE is_error) AS errors,
+SELECT span_name AS name, count(*) FILTER (WHERE NOT is_retry) AS calls,
+       greatest(0, count(*) FILTER (WHERE is_error) - count(*) FILTER (WHERE is_retry)) AS errors,
+       count(*) FILTER (WHERE is_retry) AS retries,
        sum(duration) AS total, avg(duration) AS avg, max(duration) AS max
 FROM mt_spans WHERE is_tool AND sid NOT IN (SELECT sid FROM mt_wrappers)
 GROUP BY span_name
@@ -442,7 +456,7 @@ GROUP BY 1 ORDER BY 1
 _EVENT_NAMES = "json_extract_string(r.otel_events, '$[*].name')"
 RECOVERY_SQL: Final = f"""
 SELECT agent, sum(http) AS http_retries, sum(enforcement) AS enforcement_retries,
-       sum(restart) AS restarts, sum(timeout) AS timeouts
+       sum(restart) AS restarts, sum(timeout) AS timeouts, sum(tool) AS tool_retries
 FROM (
     SELECT coalesce(r.attributes->>'{semconv.MASSGEN_AGENT_ID}', r.attributes->>'agent_id',
                     o.owner_agent, '-') AS agent,
@@ -453,16 +467,19 @@ FROM (
            CASE WHEN r.span_name LIKE 'Agent restart%' THEN 1 ELSE 0 END AS restart,
            CASE WHEN r.span_name LIKE 'Coordination event: agent_timeout%'
                      OR r.attributes->>'{semconv.MASSGEN_EVENT_TYPE}' = 'agent_timeout'
-                THEN 1 ELSE 0 END AS timeout
+                THEN 1 ELSE 0 END AS timeout,
+           CASE WHEN coalesce(TRY_CAST(r.attributes->>'{semconv.MASTRACE_TOOL_ATTEMPT}' AS BIGINT), 1) > 1
+                THEN 1 ELSE 0 END AS tool
     FROM records r
     LEFT JOIN mt_owner o ON o.sid = TRY_CAST('0x' || r.span_id AS UBIGINT)
     WHERE r.trace_id = ?
       AND (contains(CAST(r.otel_events AS VARCHAR), '{semconv.EVENT_HTTP_RETRY}')
            OR contains(CAST(r.otel_events AS VARCHAR), '{semconv.EVENT_MASSGEN_ENFORCEMENT}')
            OR r.span_name LIKE 'Agent restart%' OR r.span_name LIKE 'Coordination event: agent_timeout%'
-           OR r.attributes->>'{semconv.MASSGEN_EVENT_TYPE}' = 'agent_timeout')
+           OR r.attributes->>'{semconv.MASSGEN_EVENT_TYPE}' = 'agent_timeout'
+           OR contains(CAST(r.attributes AS VARCHAR), '{semconv.MASTRACE_TOOL_ATTEMPT}'))
 )
 GROUP BY agent
-HAVING sum(http) + sum(enforcement) + sum(restart) + sum(timeout) > 0
+HAVING sum(http) + sum(enforcement) + sum(restart) + sum(timeout) + sum(tool) > 0
 ORDER BY agent
 """

@@ -17,13 +17,24 @@ from typing import Any
 from .. import semconv
 from ..tracing._errors import handle_internal_errors
 from . import _massgen_turns as turns
-from ._massgen_spans import _link_vote, _llm, _mcp, _round, _session, _span_attributes, _state, _tracer
+from ._massgen_spans import (
+    _link_vote,
+    _llm,
+    _mcp,
+    _round,
+    _session,
+    _span_attributes,
+    _state,
+    _tool_call,
+    _tracer,
+)
 
 __all__ = ["LOGFIRE"]
 
 _ROUND_NAME = re.compile(r"agent\.(?P<agent>.+)\.(?:round_(?P<round>\d+)|presentation)$")
 _LLM_NAME = re.compile(r"llm\.[^.]+\.(?:stream|create|chat)$")
 _MCP_NAME = re.compile(r"mcp\.[^.]+\.[^.]+")
+_TOOL_CALL_PREFIX = "mcp_tool."  # MassGen's span around one MCP tool use (its attempts inside)
 _LEVELS = {
     "trace": 1,
     "debug": 5,
@@ -51,6 +62,8 @@ class _Logfire:
             cm = _llm(name, attributes)
         elif _MCP_NAME.fullmatch(name):
             cm = _mcp(name, _span_attributes(msg_template, attributes))
+        elif name.startswith(_TOOL_CALL_PREFIX):
+            cm = _tool_call(name, _span_attributes(msg_template, attributes))
         else:
             cm = _tracer().span(name, _span_attributes(msg_template, attributes))
         with cm as span:

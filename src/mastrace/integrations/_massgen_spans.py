@@ -28,7 +28,7 @@ from .. import semconv
 from ..mixins.agent import AgentRound
 from ..mixins.coordination import CoordinationSession, current_session
 from ..registry import Registry
-from ..tracing._errors import handle_internal_errors
+from ..tracing._errors import handle_internal_errors, text_of
 from ..tracing._tracer import NoOpSpan, Span, get_tracer
 from ..usage import TokenUsage
 from . import _massgen_turns as turns
@@ -46,6 +46,7 @@ __all__ = [
     "_span_attributes",
     "_state",
     "_suppress_session",
+    "_tool_call",
     "_tracer",
 ]
 
@@ -132,9 +133,10 @@ def _span_attributes(template: str, attributes: Mapping[str, Any]) -> dict[str, 
 class _RoundSpan:
     """What MassGen holds for a round: usage written as running totals becomes the round's own."""
 
-    def __init__(self, handle: AgentRound, agent_id: str) -> None:
+    def __init__(self, handle: AgentRound, agent_id: str, session: Any = None) -> None:
         self._handle = handle
         self._agent = agent_id
+        self.session = session  # the `CoordinationSession` the round runs in, if known
         self._reported: dict[str, float] = {}
         self._failed = False
         self._retries = 0
@@ -180,6 +182,12 @@ class _RoundSpan:
         self._handle.span.add_event(semconv.EVENT_MASSGEN_ENFORCEMENT, attributes)
         self._handle.set_attribute(semconv.MASSGEN_ENFORCEMENT_RETRIES, self._retries)
 
+    def cut_short(self, outcome: str, reason: str, event: str | None = None) -> None:
+        """The round ends now with `outcome` (timeout, interrupted, cancelled): see `AgentRound.cut_short`."""
+        with handle_internal_errors("massgen round cut short"):
+            self.finish_usage()
+        self._handle.cut_short(outcome, reason, event)
+
     def discard_vote(self) -> None:
         """MassGen ignored this round's vote: the round's outcome says so."""
         self._handle._set_outcome_attrs(semconv.OUTCOME_VOTE_DISCARDED)
@@ -191,7 +199,7 @@ class _RoundSpan:
 
     def finish_usage(self) -> None:
         """Before the round ends: without calls mastrace saw, use the change in MassGen's total."""
-        reported = self._reported
+        reported, self._reported = self._reported, {}
         if not reported:
             return
         with _LOCK:
@@ -230,7 +238,7 @@ def _round(name: str, agent_id: str, attributes: Mapping[str, Any]) -> Iterator[
     presentation = name.endswith(".presentation")
     owner = turns.state.sessions.get(_session_tracker.get()) if presentation else None
     handle = AgentRound(_tracer().span(name, attrs), agent_id)
-    proxy = _RoundSpan(handle, agent_id)
+    proxy = _RoundSpan(handle, agent_id, session)
     try:
         with handle:
             turns.state.rounds[agent_id] = proxy
@@ -350,17 +358,56 @@ class _Attributes:
 
 @contextmanager
 def _mcp(name: str, attributes: Mapping[str, Any]) -> Iterator[Any]:
-    """MassGen's MCP tool span; an error result (`isError`) inside it sets its error status."""
+    """MassGen's MCP tool span; an error result (`isError`) inside it sets its error status. Inside
+    a tool use (`_tool_call`) it is one attempt: `mastrace.tool.attempt` counts them (2 and up:
+    MassGen's retries)."""
+    call = turns.tool_call.get()
+    if call is not None:
+        call.attempts += 1
+        attributes = {**attributes, semconv.MASTRACE_TOOL_ATTEMPT: call.attempts}
     with _tracer().span(name, attributes) as span:
         proxy = turns.McpSpan(span)
         token = turns.mcp_span.set(proxy)
         try:
             yield proxy
+        except BaseException as exc:
+            if call is not None:
+                call.error = (_exception_type(exc), text_of(exc))
+            raise
+        else:
+            if call is not None:
+                call.error = (None, proxy.error) if proxy.error is not None else None
         finally:
             try:
                 turns.mcp_span.reset(token)
             except (ValueError, RuntimeError):
                 turns.mcp_span.set(None)
+
+
+def _exception_type(exc: BaseException) -> str:
+    """The exception's type as the OpenTelemetry SDK records it (`module.Qualname`)."""
+    kind = type(exc)
+    module = getattr(kind, "__module__", None)
+    return f"{module}.{kind.__qualname__}" if module and module != "builtins" else kind.__qualname__
+
+
+@contextmanager
+def _tool_call(name: str, attributes: Mapping[str, Any]) -> Iterator[Any]:
+    """MassGen's `mcp_tool.<name>` span around one tool use (its attempts inside): failed when the
+    last attempt failed, which MassGen reports only as an "Error: ..." result."""
+    call = turns.ToolCall()
+    with _tracer().span(name, attributes) as span:
+        token = turns.tool_call.set(call)
+        try:
+            yield span
+        finally:
+            try:
+                turns.tool_call.reset(token)
+            except (ValueError, RuntimeError):
+                turns.tool_call.set(None)
+        if call.error is not None:
+            with handle_internal_errors("massgen tool call"):
+                turns.tool_call_failed(span, call.error)
 
 
 def _record_past(span: Span, started: int, error: BaseException | None) -> None:

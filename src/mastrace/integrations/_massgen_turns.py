@@ -36,6 +36,8 @@ __all__ = ["MassGenPricing", "TurnState", "state"]
 
 _FAILED_AGENT = "massgen.AgentError"
 """The exception type recorded for an agent failure MassGen only reports as a value."""
+_AGENT_TIMEOUT = "agent_timeout"
+"""MassGen's coordination event type for an agent its orchestrator timed out."""
 
 
 def tracer() -> Any:
@@ -163,13 +165,38 @@ def restart_signal(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
 
 def agent_action(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     """`CoordinationTracker.track_agent_action`: a vote MassGen ignored (the voter had a restart
-    pending) is never logged by MassGen as a vote; it is recorded here as a discarded one."""
+    pending) is never logged by MassGen as a vote; it is recorded here as a discarded one. A
+    timeout (MassGen's orchestrator ran out of time while the agent worked) ends the agent's round
+    and marks the session."""
     result = wrapped(*args, **kwargs)
-    with handle_internal_errors("massgen ignored vote"):
+    with handle_internal_errors("massgen agent action"):
         given = {**dict(zip(("agent_id", "action_type", "details"), args, strict=False)), **kwargs}
-        if str(getattr(given.get("action_type"), "value", given.get("action_type"))) == "vote_ignored":
+        action = str(getattr(given.get("action_type"), "value", given.get("action_type")))
+        if action == "vote_ignored":
             _ignored_vote(instance, str(given.get("agent_id")), str(given.get("details") or ""))
+        elif action == semconv.OUTCOME_TIMEOUT:
+            agent_timed_out(instance, str(given.get("agent_id")), str(given.get("details") or "timeout"))
     return result
+
+
+def agent_timed_out(tracker: Any, agent: str, reason: str) -> None:
+    """MassGen's `agent_timeout`: a `Coordination event: agent_timeout` record for the agent, its
+    open round ended with outcome `timeout`, and the turn's session marked as timed out."""
+    attrs = {
+        semconv.MASSGEN_AGENT_ID: agent,
+        semconv.GEN_AI_AGENT_ID: agent,
+        semconv.MASSGEN_EVENT_TYPE: _AGENT_TIMEOUT,
+        semconv.MASSGEN_TIMEOUT_REASON: reason,
+        semconv.LOGFIRE_MSG: f"Coordination event: {_AGENT_TIMEOUT} ({agent}: {reason})",
+        semconv.LOGFIRE_LEVEL_NUM: semconv.LEVEL_WARN,
+    }
+    tracer()._log(f"Coordination event: {_AGENT_TIMEOUT}", attrs)
+    proxy = state.rounds.get(agent)
+    if proxy is not None:
+        proxy.cut_short(semconv.OUTCOME_TIMEOUT, reason, semconv.EVENT_MASSGEN_TIMEOUT)
+    handle = open_session(tracker)
+    if handle is not None:
+        handle.time_out(reason)
 
 
 def _ignored_vote(tracker: Any, voter: str, details: str) -> None:
@@ -246,6 +273,39 @@ class McpSpan:
         return getattr(self._span, name)
 
 
+@dataclass
+class ToolCall:
+    """One tool use as MassGen's `mcp_tool.<name>` span wraps it: MassGen may call the MCP server
+    more than once for it (it retries a call that raised), each attempt an `mcp.*` span."""
+
+    attempts: int = 0
+    error: tuple[str | None, str] | None = None
+    """How the last attempt failed: (exception type or None for an error result, message); else None."""
+
+
+tool_call: contextvars.ContextVar[ToolCall | None] = contextvars.ContextVar(
+    "mastrace_massgen_tool_call", default=None
+)
+
+
+def tool_call_failed(span: Any, error: tuple[str | None, str]) -> None:
+    """The tool use failed (its last attempt did): its wrapper span says so, with the attempt's
+    error, so that the errors table lists the failure once (at the attempt)."""
+    kind, message = error
+    if kind is not None:
+        span.add_event(
+            "exception",
+            {
+                semconv.EXCEPTION_TYPE: kind,
+                semconv.EXCEPTION_MESSAGE: message,
+                semconv.EXCEPTION_ESCAPED: False,
+            },
+        )
+    span.set_status("error", f"{kind}: {message}" if kind is not None else message)
+    span.set_attribute(semconv.MASTRACE_TOOL_SUCCESS, False)
+    span.set_attribute(semconv.ERROR_TYPE, kind or "tool_error")
+
+
 async def call_tool(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     """`mcp.ClientSession.call_tool`: an `isError` result marks the MassGen MCP span it is under."""
     result = await wrapped(*args, **kwargs)
@@ -274,6 +334,7 @@ class SessionHandle:
         self.presenting: Any = None  # the presentation round, while open
         self._close_after_presentation = False
         self.failure: str | None = None
+        self.timed_out = False
 
     def __enter__(self) -> Any:
         self.session.__enter__()
@@ -295,6 +356,17 @@ class SessionHandle:
         if self._close_after_presentation:
             self.close(None)
 
+    def time_out(self, reason: str) -> None:
+        """MassGen's orchestrator timed out: the session says so (`massgen.finish_reason=timeout`,
+        the reason, error status) however the turn ends (MassGen presents an answer it has)."""
+        if not self.open or self.timed_out:
+            return
+        self.timed_out = True
+        span = self.session.span
+        span.set_attribute(semconv.MASSGEN_FINISH_REASON, semconv.OUTCOME_TIMEOUT)
+        span.set_attribute(semconv.MASSGEN_TIMEOUT_REASON, reason)
+        span.set_status("error", f"{semconv.OUTCOME_TIMEOUT}: {reason}")
+
     def fail(self, reason: str, exc: BaseException | None = None) -> None:
         """End the turn's session as failed (`reason` says why)."""
         if not self.open:
@@ -315,8 +387,32 @@ class SessionHandle:
                 del state.sessions[self.tracker_id]
         try:
             settle_votes(discarded=False)
+            self._end_open_rounds(exc)
         finally:
             self.session.__exit__(type(exc) if exc is not None else None, exc, None)
+
+    def _end_open_rounds(self, exc: BaseException | None) -> None:
+        """Rounds of this session still running end now, before it, with an outcome that says why:
+        `interrupted` (SIGINT), else `cancelled` (the turn was cancelled or ended without them)."""
+        with state.lock:
+            mine = [
+                (agent, proxy)
+                for agent, proxy in state.rounds.items()
+                if getattr(proxy, "session", None) in (None, self.session)
+            ]
+        if not mine:
+            return
+        interrupted = isinstance(exc, KeyboardInterrupt) or (
+            self.failure is not None and self.failure.startswith(KeyboardInterrupt.__name__)
+        )
+        outcome = semconv.OUTCOME_INTERRUPTED if interrupted else semconv.OUTCOME_CANCELLED
+        reason = self.failure or (f"{type(exc).__name__}: {exc}" if exc is not None else "the turn ended")
+        for agent, proxy in mine:
+            with handle_internal_errors("massgen open round"):
+                proxy.cut_short(outcome, reason)
+                with state.lock:
+                    if state.rounds.get(agent) is proxy:
+                        del state.rounds[agent]
 
 
 def open_session(tracker: Any) -> SessionHandle | None:
@@ -351,6 +447,10 @@ async def watch_turn(orchestrator: Any, stream: Any) -> Any:
         with handle_internal_errors("massgen turn end"):
             handle = open_session(getattr(orchestrator, "coordination_tracker", None))
             if handle is not None and handle.open:
+                if getattr(orchestrator, "is_orchestrator_timeout", False) is True:
+                    handle.time_out(
+                        str(getattr(orchestrator, "timeout_reason", None) or "time limit exceeded")
+                    )
                 if _final_answer_given(orchestrator):
                     handle.close(None)  # the turn is over: its presentation too, or abandoned
                 elif outcome is not None:

@@ -64,6 +64,7 @@ class AgentRound(SpanHandle):
         self._chain: tuple[Any, ...] = (self._usage,)
         self.outcome: str | None = None
         self._outcome_attrs: Mapping[str, Any] = _NO_ATTRS  # replaced, never mutated
+        self._closed = False  # ended by `cut_short` before its block was left
 
     def __enter__(self) -> AgentRound:
         self._span.__enter__()
@@ -77,18 +78,48 @@ class AgentRound(SpanHandle):
         if self._token is not None:
             token, self._token = self._token, None
             pop_sink(token, self._usage)
+        if self._closed:
+            # Ended already (`cut_short`): what leaves the round now (the cancellation that
+            # follows a timeout or an interrupt) is not the round's own failure.
+            return
         try:  # not `handle_internal_errors`: this runs for every round
             if exc is not None and not isinstance(exc, GeneratorExit):
                 self._set_outcome_attrs("error", error_message=f"{type(exc).__name__}: {exc}")
-            # Outcome and usage go onto the span in one call: the SDK takes its lock once.
-            attrs = self._outcome_attrs
-            if self._usage.count:
-                attrs = {**usage_attributes(self._usage.amounts()), **attrs}
-            if attrs:  # usage numbers and outcome strings: valid as they are
-                self._span._set_valid_attributes(attrs)
+            self._write_outcome()
         except Exception as error:
             log_internal_error("agent round end", error)
         self._span.__exit__(exc_type, exc, tb)
+
+    def _write_outcome(self) -> None:
+        # Outcome and usage go onto the span in one call: the SDK takes its lock once.
+        attrs = self._outcome_attrs
+        if self._usage.count:
+            attrs = {**usage_attributes(self._usage.amounts()), **attrs}
+        if attrs:  # usage numbers and outcome strings: valid as they are
+            self._span._set_valid_attributes(attrs)
+
+    def cut_short(self, outcome: str, reason: str, event: str | None = None) -> None:
+        """End the round now, from outside it: timed out, interrupted or cancelled while it ran.
+
+        The round gets `outcome` (one of `semconv.OUTCOMES_CUT_SHORT`), error status with `reason`,
+        an event named `event` when given, and its usage so far (a round that already has an
+        outcome keeps it); it ends now, whichever task or context calls this, so that it ends
+        inside the session being closed. What later leaves the `with` block of the round (the
+        cancellation of its task) is not recorded on it.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self.outcome is None:  # a round that already has its outcome only ends now
+                self._set_outcome_attrs(outcome, error_message=reason)
+                if event is not None:
+                    self._span.add_event(event, {semconv.MASSGEN_TIMEOUT_REASON: reason})
+                self._span.set_status("error", f"{outcome}: {reason}")
+            self._write_outcome()
+        except Exception as error:
+            log_internal_error("agent round cut short", error)
+        self._span.end()
 
     def set_outcome(
         self,

@@ -476,7 +476,9 @@ def is_configured() -> bool:
 
 
 def _end_open_spans(pipeline: Pipeline) -> None:
-    for span in pipeline.open_spans():
+    # The latest started first: a span still open inside another ends before (never after) it.
+    spans = sorted(pipeline.open_spans(), key=lambda s: getattr(s, "start_time", None) or 0, reverse=True)
+    for span in spans:
         try:
             if span.is_recording():
                 span.set_attribute(semconv.MASTRACE_INTERRUPTED, True)
