@@ -429,6 +429,9 @@ class StaticPricing:
         """The pricing table, for the configuration snapshot."""
         return {"type": type(self).__name__, "unit": "per_million_tokens", "prices": self._prices}
 
+    # Made from the table alone: a registry gathers it again only when the table changed.
+    gather_config.__mastrace_config_inputs__ = lambda self: (("prices", self._prices),)  # type: ignore[attr-defined]
+
 
 # -- attributes ----------------------------------------------------------------------------------
 
