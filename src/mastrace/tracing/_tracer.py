@@ -616,8 +616,10 @@ class Tracer:
         Example:
             >>> mastrace.get_tracer().event("Coordination event: winner_selected", winner="agent_a")
         """
-        with handle_internal_errors("event"):
+        try:  # not `handle_internal_errors`: a generator context manager costs more, on every event
             self._log(name, attributes, level=level)
+        except Exception as exc:
+            log_internal_error("event", exc)
 
     def _log(
         self,
