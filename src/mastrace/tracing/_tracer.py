@@ -425,6 +425,15 @@ class Span:
             self._json_keys = {}
         self._json_keys[key] = text
 
+    def _declare_json(self, key: str, text: str) -> None:
+        """Declare an attribute the span started with as JSON text (for `logfire.json_schema`), as
+        `set_json_attribute` does for one set later."""
+        if self._span is None:
+            return
+        if self._json_keys is None:
+            self._json_keys = {}
+        self._json_keys[key] = text
+
     def add_event(
         self, name: str, attributes: Mapping[str, Any] | None = None, timestamp: int | None = None
     ) -> None:
