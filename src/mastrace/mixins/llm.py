@@ -51,6 +51,9 @@ class _StreamState:
         self.first_chunk: float | None = None
         self.finished = False
         self.end_attrs: Mapping[str, Any] | None = None
+        self.provider: str | None = getattr(backend, "provider", None)
+        # Whether the backend reads usage as `LLMBackendMixin.extract_usage` does (not overridden).
+        self.plain_usage = type(backend).extract_usage is LLMBackendMixin.extract_usage
 
     def make_span(self) -> Span | NoOpSpan:
         self.span = mixin_tracer().span(self.name, self.attrs, kind=SpanKind.CLIENT)
@@ -64,11 +67,18 @@ class _StreamState:
         # try/except rather than `handle_internal_errors`: a generator context manager costs more
         # than the rest of this, on every chunk.
         try:
-            found = self.backend.extract_usage(chunk)
+            if self.plain_usage and type(chunk) is dict:  # `extract_usage` inlined for the usual chunk
+                usage = chunk.get("usage")
+                if usage is None:
+                    usage = field_of(chunk.get("message"), "usage")
+                found = None if usage is None else TokenUsage.from_provider(usage, provider=self.provider)
+                model = chunk.get("model")
+            else:
+                found = self.backend.extract_usage(chunk)
+                model = field_of(chunk, "model")
             if found is not None:
                 # Providers report cumulative counts (Anthropic splits them over two events).
                 self.usage = found if self.usage is None else self.usage.merge_max(found)
-            model = field_of(chunk, "model")
             if isinstance(model, str):
                 self.response_model = model
             if self.chunks == 1:
