@@ -28,6 +28,12 @@ class Backend(ConfigurableMixin):
         self.client = object()  # not configuration: left out, compared by identity
 
 
+def _other_backend() -> Backend:
+    backend = Backend()
+    backend.model = "gpt-4o"
+    return backend
+
+
 class Agent(ConfigurableMixin):
     def __init__(self, agent_id: str, backend: Backend) -> None:
         self.agent_id = agent_id
@@ -106,7 +112,7 @@ def test_the_hash_and_then_the_snapshot_share_one_gathering(
         pytest.param(lambda a, b: a.tools.append("browse"), id="list changed in place"),
         pytest.param(lambda a, b: setattr(b.sampling, "temperature", 0.9), id="dataclass field"),
         pytest.param(lambda a, b: b.sampling.stop.append("END"), id="list inside a dataclass"),
-        pytest.param(lambda a, b: setattr(a, "backend", Backend()), id="nested component replaced"),
+        pytest.param(lambda a, b: setattr(a, "backend", _other_backend()), id="nested component replaced"),
         pytest.param(lambda a, b: setattr(a, "seed_note", "new attribute"), id="attribute added"),
         pytest.param(lambda a, b: delattr(a, "tools"), id="attribute removed"),
     ],
