@@ -117,6 +117,38 @@ def test_repeated_sessions_serialise_an_unchanged_config_once(
     assert len({s.attributes[semconv.MASTRACE_CONFIG_HASH] for s in mastrace_spans.spans}) == 1  # type: ignore[index]
 
 
+def test_session_starts_with_its_conversation_config_and_hash(
+    mastrace_spans: CapturedSpans, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a session knows as it opens is on its span from the start: nothing is set after it."""
+    from opentelemetry.sdk import trace as sdk_trace
+
+    calls: list[list[str]] = []
+    real_many, real_one = sdk_trace.Span.set_attributes, sdk_trace.Span.set_attribute
+
+    def many(self: Any, attributes: Any) -> None:
+        if self.name == "coordination.session":
+            calls.append(sorted(attributes))
+        real_many(self, attributes)
+
+    def one(self: Any, key: str, value: Any) -> None:
+        if self.name == "coordination.session":
+            calls.append([key])
+        real_one(self, key, value)
+
+    monkeypatch.setattr(sdk_trace.Span, "set_attributes", many)
+    monkeypatch.setattr(sdk_trace.Span, "set_attribute", one)
+    registry = Registry(benchmark=False)  # no process facts to wait for: the snapshot is ready
+    registry.register("models", "main", Model("m"))
+    with Orchestrator(registry).coordination_session("t", ["a"]) as session:
+        assert calls == []
+    attrs = mastrace_spans.attributes("coordination.session")
+    assert attrs[semconv.GEN_AI_CONVERSATION_ID] == session.conversation_id
+    assert attrs[semconv.MASTRACE_CONFIG_HASH] == session.config_hash
+    assert attrs[semconv.MASTRACE_CONFIG]["models"]["main"]["model_id"] == "m"
+    assert semconv.MASTRACE_CONFIG in attrs[semconv.LOGFIRE_JSON_SCHEMA]["properties"]
+
+
 def test_session_totals_the_usage_of_its_rounds(mastrace_spans: CapturedSpans, orch: Orchestrator) -> None:
     """At the end the session holds total and per-agent usage, as JSON and as massgen.usage.*."""
     with orch.coordination_session("t", ["a", "b"]):

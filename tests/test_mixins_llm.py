@@ -176,6 +176,55 @@ def test_early_break_ends_the_span_and_closes_the_provider_stream(mastrace_spans
     assert attrs[semconv.MASTRACE_STREAM_COMPLETED] is False and attrs[semconv.MASTRACE_STREAM_CHUNKS] == 1
 
 
+def test_a_stream_end_reaches_the_sdk_in_one_call(
+    mastrace_spans: CapturedSpans, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the call learnt, the stream's counts and `logfire.json_schema` go onto the span together."""
+    from opentelemetry.sdk import trace as sdk_trace
+
+    calls: list[list[str]] = []
+    real_many, real_one = sdk_trace.Span.set_attributes, sdk_trace.Span.set_attribute
+
+    def many(self: Any, attributes: Any) -> None:
+        if self.name == "llm.openai.stream":
+            calls.append(sorted(attributes))
+        real_many(self, attributes)
+
+    def one(self: Any, key: str, value: Any) -> None:
+        if self.name == "llm.openai.stream":
+            calls.append([key])
+        real_one(self, key, value)
+
+    monkeypatch.setattr(sdk_trace.Span, "set_attributes", many)
+    monkeypatch.setattr(sdk_trace.Span, "set_attribute", one)
+    with Agent().agent_round(0):
+        chunks = list(Backend().llm_stream("gpt-4o", OPENAI_CHUNKS))
+    assert len(chunks) == 3
+    assert len(calls) == 1
+    assert {
+        semconv.GEN_AI_USAGE_INPUT_TOKENS,
+        semconv.MASTRACE_USAGE,
+        semconv.MASTRACE_STREAM_CHUNKS,
+        semconv.MASTRACE_STREAM_COMPLETED,
+        semconv.LOGFIRE_JSON_SCHEMA,
+    } <= set(calls[0])
+    attrs = mastrace_spans.attributes("llm.openai.stream")
+    assert attrs[semconv.MASTRACE_STREAM_CHUNKS] == 3 and attrs[semconv.GEN_AI_USAGE_INPUT_TOKENS] == 42
+
+
+def test_stream_span_ends_when_the_consumer_drops_it_unfinished(mastrace_spans: CapturedSpans) -> None:
+    """A stream dropped after one chunk ends its span (incomplete) with what the call learnt so far."""
+    import gc
+
+    stream = Backend().llm_stream("gpt-4o", iter(OPENAI_CHUNKS))
+    next(stream)
+    del stream
+    gc.collect()
+    attrs = mastrace_spans.attributes("llm.openai.stream")
+    assert attrs[semconv.MASTRACE_STREAM_COMPLETED] is False and attrs[semconv.MASTRACE_STREAM_CHUNKS] == 1
+    assert attrs[semconv.GEN_AI_RESPONSE_MODEL] == "gpt-4o-2024-08-06"
+
+
 def test_messages_are_not_recorded_as_request_attributes(mastrace_spans: CapturedSpans) -> None:
     """Only primitive request parameters become attributes; messages and tools do not."""
     list(Backend().llm_stream("gpt-4o", [], messages=[{"role": "user", "content": "hi"}], stop=["\n"]))

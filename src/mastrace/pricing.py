@@ -131,6 +131,9 @@ class GenAIPrices:
             "version": _version(importlib.metadata),
         }
 
+    # The installed table's version is the process's: nothing to watch for a change.
+    gather_config.__mastrace_config_inputs__ = lambda self: ()  # type: ignore[attr-defined]
+
 
 class _RateCard:
     """A model's price per token of each kind, below its first tier, as exact integers over one

@@ -40,6 +40,7 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from .exceptions import ConfigError
+from .pipeline._config_state import ConfigState
 from .pipeline._snapshots_on_spans import ConfigSnapshot, SnapshotCache
 from .setup._benchmark_info import benchmark_info, benchmark_info_ready, git_info, prefetch_benchmark_info
 from .tracing._snapshot import JsonValue, to_json_value
@@ -91,6 +92,23 @@ class _Scope:
         self.components: dict[str, object] = {}
         self.keys_by_id: dict[int, str] = {}
         self.ledger = _Ledger(registry)
+        # Bumped whenever the registrations change; with a `ConfigState`, what tells a configuration
+        # snapshot of this scope to be gathered again.
+        self.version = 0
+        self.configs: _GatheredConfigs | None = None
+
+
+class _GatheredConfigs:
+    """A scope's gathered configurations, their snapshot and hash, and what they were gathered from."""
+
+    __slots__ = ("configs", "full", "hash", "state", "versions")
+
+    def __init__(self, versions: tuple[int, int], state: ConfigState, configs: dict[str, Any]) -> None:
+        self.versions = versions
+        self.state = state
+        self.configs = configs  # the component sections, without `benchmark`
+        self.hash: str | None = None
+        self.full: ConfigSnapshot | None = None  # with the `benchmark` section
 
 
 # Active scopes of the current context, innermost last (one variable; see `usage._SINKS`).
@@ -214,6 +232,7 @@ class Registry:
                 scope.keys_by_id.pop(id(replaced), None)
             scope.components[key] = component
             scope.keys_by_id[id(component)] = key
+            scope.version += 1
         return component
 
     def clear(self) -> None:
@@ -222,6 +241,7 @@ class Registry:
         with scope.lock:
             scope.components.clear()
             scope.keys_by_id.clear()
+            scope.version += 1
         scope.ledger.clear()
 
     def _registered(self, method: str) -> tuple[_Scope, list[tuple[str, str, object]]]:
@@ -296,18 +316,57 @@ class Registry:
     def config_snapshot(self, *, wait: bool = True) -> ConfigSnapshot | None:
         """The current scope's configurations as canonical JSON plus a stable hash (cached).
 
+        The configurations are gathered again only when the registrations changed or a component
+        changed since the last snapshot: components whose `gather_config()` is
+        `ConfigurableMixin`'s are compared by the attributes it records (nested values and
+        components included), and a component with a `gather_config()` of its own is gathered
+        every time (it may read state held anywhere).
+
         Args:
             wait: With False, return None instead of waiting while the process-level `benchmark`
                 section is still being gathered on its background thread.
         """
         if not wait and self._with_system_info and not benchmark_info_ready():
             return None
-        return self._snapshots.snapshot(self.collect_all_configs())
+        gathered = self._gathered()
+        if gathered is None:
+            return self._snapshots.snapshot(self.collect_all_configs())
+        full = gathered.full
+        if full is None:
+            full = self._snapshots.snapshot({**gathered.configs, "benchmark": self._benchmark_section()})
+            gathered.full = full
+            gathered.hash = full.hash
+        return full
 
     def config_hash(self) -> str:
         """The current scope's configuration hash, never waiting: the hash leaves the process-level
-        `benchmark` section out (see `ConfigSnapshot`), so it is known before that section is."""
-        return self._snapshots.snapshot(self._component_configs()).hash
+        `benchmark` section out (see `ConfigSnapshot`), so it is known before that section is.
+        Gathered again only when something changed, as for `config_snapshot()`."""
+        gathered = self._gathered()
+        if gathered is None:
+            return self._snapshots.snapshot(self._component_configs()).hash
+        if gathered.hash is None:
+            gathered.hash = self._snapshots.snapshot(gathered.configs).hash
+        return gathered.hash
+
+    def _gathered(self) -> _GatheredConfigs | None:
+        """The current scope's gathered configurations, gathered again only if something changed;
+        None when some component cannot be told unchanged (then the caller gathers as usual)."""
+        scope = self._scope()
+        versions = (scope.version, -1 if scope.root else self._root.version)
+        gathered = scope.configs
+        if gathered is not None and gathered.versions == versions and gathered.state.unchanged():
+            return gathered
+        _, items = self._registered("gather_config")
+        state = ConfigState.capture(c for _, _, c in items)  # before gathering: a change meanwhile shows
+        if state is None:
+            scope.configs = None
+            return None
+        gathered = _GatheredConfigs(
+            versions, state, self._collect(items, "config", lambda c: c.gather_config())
+        )
+        scope.configs = gathered
+        return gathered
 
     # -- internals -------------------------------------------------------------------------------
     def _delta(self, scope: _Scope, component: object) -> Usage:

@@ -113,7 +113,10 @@ class Usage:
         if type(self.cost) is not float:
             self.cost = as_amount(self.cost)
         units = self.units
-        if not isinstance(units, dict) or any(type(v) not in (int, float) for v in units.values()):
+        # `units and`: most records have none, and this runs for every record and every sum.
+        if not isinstance(units, dict) or (
+            units and any(type(v) not in (int, float) for v in units.values())
+        ):
             self.units = _clean_units(units)
 
     def _combine(self, other: Usage, sign: int) -> dict[str, Any]:
@@ -220,14 +223,37 @@ class TokenUsage(Usage):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in _TOKEN_FIELDS:
-            value = getattr(self, name)
-            if type(value) is not int:
-                setattr(self, name, as_count(value))
+        # One test of the usual case (every count an int) before the loop that converts the others:
+        # this runs for every record and every sum.
+        if not (
+            type(self.input_tokens) is int
+            and type(self.output_tokens) is int
+            and type(self.total_tokens) is int
+            and type(self.cached_input_tokens) is int
+            and type(self.cache_creation_input_tokens) is int
+            and type(self.reasoning_tokens) is int
+            and type(self.audio_tokens) is int
+        ):
+            for name in _TOKEN_FIELDS:
+                value = getattr(self, name)
+                if type(value) is not int:
+                    setattr(self, name, as_count(value))
 
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
             return NotImplemented
+        if isinstance(other, TokenUsage):  # the usual sum, without reading the fields by name
+            return TokenUsage(
+                **self._combine(other, 1),
+                input_tokens=self.input_tokens + other.input_tokens,
+                output_tokens=self.output_tokens + other.output_tokens,
+                total_tokens=self.total_tokens + other.total_tokens,
+                cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
+                cache_creation_input_tokens=self.cache_creation_input_tokens
+                + other.cache_creation_input_tokens,
+                reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+                audio_tokens=self.audio_tokens + other.audio_tokens,
+            )
         tokens: dict[str, Any] = {n: getattr(self, n) + getattr(other, n, 0) for n in _TOKEN_FIELDS}
         return TokenUsage(**self._combine(other, 1), **tokens)
 
@@ -428,6 +454,9 @@ class StaticPricing:
     def gather_config(self) -> dict[str, Any]:
         """The pricing table, for the configuration snapshot."""
         return {"type": type(self).__name__, "unit": "per_million_tokens", "prices": self._prices}
+
+    # Made from the table alone: a registry gathers it again only when the table changed.
+    gather_config.__mastrace_config_inputs__ = lambda self: (("prices", self._prices),)  # type: ignore[attr-defined]
 
 
 # -- attributes ----------------------------------------------------------------------------------

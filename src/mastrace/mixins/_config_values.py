@@ -24,7 +24,7 @@ from ..pipeline._snapshots_on_spans import VOLATILE_KEYS
 from ..scrubbing._names import secret_key_word
 from ..tracing._snapshot import MAX_DEPTH, JsonValue, to_json_value
 
-__all__ = ["config_values", "is_plain_data"]
+__all__ = ["config_inputs", "config_values", "is_plain_data"]
 
 _SCALARS = (
     str,
@@ -138,6 +138,17 @@ def _nested_config(value: Any) -> JsonValue:
     return encoded
 
 
+def config_inputs(
+    obj: object, attributes: Collection[str] | None = None, exclude: Collection[str] = ()
+) -> Iterator[tuple[str, Any]]:
+    """The `(name, value)` pairs `config_values` reads: what the configuration is made from."""
+    if attributes is not None:
+        items: Iterator[tuple[str, Any]] = ((n, getattr(obj, n, None)) for n in attributes)
+    else:
+        items = ((n, v) for n, v in _attributes(obj) if not n.startswith("_"))
+    return ((n, v) for n, v in items if n not in exclude)
+
+
 def config_values(
     obj: object, attributes: Collection[str] | None = None, exclude: Collection[str] = ()
 ) -> dict[str, JsonValue]:
@@ -149,15 +160,9 @@ def config_values(
             work too); None for every public instance attribute.
         exclude: Never record these.
     """
-    if attributes is not None:
-        items: Iterator[tuple[str, Any]] = ((n, getattr(obj, n, None)) for n in attributes)
-    else:
-        items = ((n, v) for n, v in _attributes(obj) if not n.startswith("_"))
     out: dict[str, JsonValue] = {}
     with _gathering(obj):
-        for name, value in items:
-            if name in exclude:
-                continue
+        for name, value in config_inputs(obj, attributes, exclude):
             if secret_key_word(name) is not None:
                 out[name] = _redacted(name)
             elif callable(getattr(value, "gather_config", None)) and not isinstance(value, type):

@@ -128,9 +128,18 @@ class CoordinationSession(SpanHandle):
 
     _usage: UsageAccumulator
 
-    def __init__(self, span: Span | NoOpSpan, registry: Registry, conversation: str | None = None) -> None:
+    def __init__(
+        self,
+        span: Span | NoOpSpan,
+        registry: Registry,
+        conversation: str | None = None,
+        attributes: dict[str, Any] | None = None,
+    ) -> None:
         self._span = span
         self._registry = registry
+        # The attributes the span starts with (the dict it was made with): the session adds what it
+        # knows before the span starts, so that it all reaches the SDK in one call.
+        self._attributes = attributes
         self._usage = UsageAccumulator()
         self._tokens: tuple[Any, Any, Any] | None = None
         self._pending_snapshot = False
@@ -144,19 +153,31 @@ class CoordinationSession(SpanHandle):
         self.conversation_id = conversation or uuid.UUID(int=random.getrandbits(128), version=4).hex
 
     def __enter__(self) -> CoordinationSession:
-        # The span starts when the session does. The snapshot is cheap once the process-level facts
-        # (packages, git) are gathered, which `configure()` starts on a thread; if they are not yet,
-        # the snapshot is attached when the session ends rather than the session waiting for them.
-        self._span.__enter__()
-        self._span.set_attribute(semconv.GEN_AI_CONVERSATION_ID, self.conversation_id)
-        self._pending_snapshot = isinstance(self._span, Span)
-        if self._pending_snapshot:
-            self._attach_snapshot(wait=False)
-        if self._pending_snapshot:
-            # The hash leaves the process facts out, so the agent rounds about to start get it now.
-            with handle_internal_errors("coordination session config hash"):
-                self.config_hash = self._registry.config_hash()
-                self._span.set_attribute(semconv.MASTRACE_CONFIG_HASH, self.config_hash)
+        # The snapshot is cheap once the process-level facts (packages, git) are gathered, which
+        # `configure()` starts on a thread, and once gathered it is gathered again only when a
+        # component changed; if the facts are not ready, the snapshot is attached when the session
+        # ends rather than the session waiting for them (the hash leaves them out: it is known now).
+        span = self._span
+        snap: ConfigSnapshot | None = None
+        if not isinstance(span, Span):
+            span.__enter__()
+        else:
+            given = self._attributes is not None
+            attrs = self._attributes if self._attributes is not None else {}
+            attrs[semconv.GEN_AI_CONVERSATION_ID] = self.conversation_id
+            with handle_internal_errors("coordination session config"):
+                snap = self._registry.config_snapshot(wait=False)
+                if snap is not None:
+                    attrs[semconv.MASTRACE_CONFIG] = snap.text
+                    self.config_hash = attrs[semconv.MASTRACE_CONFIG_HASH] = snap.hash
+                else:
+                    self.config_hash = attrs[semconv.MASTRACE_CONFIG_HASH] = self._registry.config_hash()
+            span.__enter__()
+            if not given:  # texts only: valid as they are
+                span._set_valid_attributes(attrs)
+            if snap is not None:
+                span._declare_json(semconv.MASTRACE_CONFIG, snap.text)
+        self._pending_snapshot = isinstance(span, Span) and snap is None
         self._conversation = Conversation(self.conversation_id)
         self._tokens = (
             _CURRENT_SESSION.set(self),
@@ -244,16 +265,15 @@ class CoordinationMixin:
             **attrs: Extra attributes; dotted names are used as given.
         """
         agent_ids = list(agent_ids)
-        span = mixin_tracer().span(
-            semconv.SPAN_COORDINATION_SESSION,
-            {
-                semconv.MASSGEN_TASK: task,
-                semconv.MASSGEN_AGENT_IDS: agent_ids,
-                semconv.MASSGEN_NUM_AGENTS: len(agent_ids),
-                **prefixed(attrs),
-            },
-        )
-        return CoordinationSession(span, self.mastrace_registry or Registry.current(), conversation_id)
+        attributes = {
+            semconv.MASSGEN_TASK: task,
+            semconv.MASSGEN_AGENT_IDS: agent_ids,
+            semconv.MASSGEN_NUM_AGENTS: len(agent_ids),
+            **prefixed(attrs),
+        }
+        span = mixin_tracer().span(semconv.SPAN_COORDINATION_SESSION, attributes)
+        registry = self.mastrace_registry or Registry.current()
+        return CoordinationSession(span, registry, conversation_id, attributes)
 
     def coordination_event(self, event_type: str, **attrs: Any) -> None:
         """Record `Coordination event: <event_type>` as a log record under the current span."""

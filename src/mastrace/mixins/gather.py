@@ -33,7 +33,7 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from ..usage import Usage, credit_usage
-from ._config_values import config_values
+from ._config_values import config_inputs, config_values
 
 __all__ = ["ConfigurableMixin", "TraceableMixin", "UsageTrackableMixin"]
 
@@ -85,6 +85,13 @@ class ConfigurableMixin:
         runtime state, so unchanged configurations hash alike.
         """
         return {**config_values(self, self.config_attributes, self.config_exclude), **_base_record(self)}
+
+    # What the result is made from (`gathered_at` aside): a registry gathers the configuration again
+    # only when one of these changed (`pipeline/_config_state.py`). An override carries no mark, so a
+    # component that overrides `gather_config()` is gathered for every snapshot.
+    gather_config.__mastrace_config_inputs__ = lambda self: config_inputs(  # type: ignore[attr-defined]
+        self, self.config_attributes, self.config_exclude
+    )
 
 
 class UsageTrackableMixin:

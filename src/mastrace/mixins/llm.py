@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import contextvars
 import time
-from collections.abc import AsyncGenerator, AsyncIterable, Generator, Iterable
+from collections.abc import AsyncGenerator, AsyncIterable, Generator, Iterable, Mapping
 from typing import Any
 
 from opentelemetry.trace import SpanKind
 
 from .. import pricing, semconv
 from ..exceptions import ConfigError
-from ..tracing._errors import handle_internal_errors
+from ..tracing._errors import handle_internal_errors, log_internal_error
 from ..tracing._genai import capture_enabled, current_conversation_id, request_attributes
 from ..tracing._streams import TracedAsyncGenerator, TracedGenerator
 from ..tracing._tracer import NOOP_SPAN, NoOpSpan, Span
@@ -50,6 +50,10 @@ class _StreamState:
         self.response_id: str | None = None
         self.first_chunk: float | None = None
         self.finished = False
+        self.end_attrs: Mapping[str, Any] | None = None
+        self.provider: str | None = getattr(backend, "provider", None)
+        # Whether the backend reads usage as `LLMBackendMixin.extract_usage` does (not overridden).
+        self.plain_usage = type(backend).extract_usage is LLMBackendMixin.extract_usage
 
     def make_span(self) -> Span | NoOpSpan:
         self.span = mixin_tracer().span(self.name, self.attrs, kind=SpanKind.CLIENT)
@@ -60,26 +64,41 @@ class _StreamState:
         self.chunks += 1
         if self.chunks == 1:  # set with the rest as the stream ends: one call into the SDK, not two
             self.first_chunk = time.perf_counter() - self.started
-        with handle_internal_errors("llm stream chunk"):
-            found = self.backend.extract_usage(chunk)
+        # try/except rather than `handle_internal_errors`: a generator context manager costs more
+        # than the rest of this, on every chunk.
+        try:
+            if self.plain_usage and type(chunk) is dict:  # `extract_usage` inlined for the usual chunk
+                usage = chunk.get("usage")
+                if usage is None:
+                    usage = field_of(chunk.get("message"), "usage")
+                found = None if usage is None else TokenUsage.from_provider(usage, provider=self.provider)
+                model = chunk.get("model")
+            else:
+                found = self.backend.extract_usage(chunk)
+                model = field_of(chunk, "model")
             if found is not None:
                 # Providers report cumulative counts (Anthropic splits them over two events).
                 self.usage = found if self.usage is None else self.usage.merge_max(found)
-            model = field_of(chunk, "model")
             if isinstance(model, str):
                 self.response_model = model
             if self.chunks == 1:
                 response_id = field_of(chunk, "id")
                 if isinstance(response_id, str):
                     self.response_id = response_id
+        except Exception as exc:
+            log_internal_error("llm stream chunk", exc)
 
-    def finish(self) -> None:
-        if self.finished:  # called by the stream wrapper, and again by the body's `finally`
-            return
+    def finish(self) -> Mapping[str, Any] | None:
+        """Price and credit the call's usage (once); returns what the call learnt, for its span.
+
+        Called by the body as it ends and by the stream wrapper before it ends the span (which puts
+        these attributes on it with its own, in one call into the SDK): the second call returns the
+        same attributes and does nothing else.
+        """
+        if self.finished:
+            return self.end_attrs
         self.finished = True
-        with handle_internal_errors("llm stream end"):
-            # Everything the call learnt goes onto the span in one call (the stream wrapper adds the
-            # chunk count as it ends the span).
+        try:
             attrs: dict[str, Any] = {}
             if self.first_chunk is not None:
                 attrs[semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = self.first_chunk
@@ -94,13 +113,15 @@ class _StreamState:
                 attrs.update(priced.attributes(self.response_model or self.model))
                 attrs.update(usage_attributes(usage, massgen=False))
                 attrs[semconv.MASTRACE_USAGE] = usage.to_dict()
-            self.span.set_attributes(attrs)
-            if usage is None:
-                return
-            if isinstance(self.backend, UsageTrackableMixin):
-                self.backend.record_usage(usage)
-            else:
-                credit_usage(usage, self.backend)
+            self.end_attrs = attrs
+            if usage is not None:
+                if isinstance(self.backend, UsageTrackableMixin):
+                    self.backend.record_usage(usage)
+                else:
+                    credit_usage(usage, self.backend)
+        except Exception as exc:
+            log_internal_error("llm stream end", exc)
+        return self.end_attrs
 
 
 def _sync_body(stream: Iterable[Any], state: _StreamState) -> Generator[Any, None, None]:

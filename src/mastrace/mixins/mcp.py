@@ -31,7 +31,7 @@ from opentelemetry.trace import SpanKind
 
 from .. import semconv
 from ..exceptions import ConfigError
-from ..tracing._errors import handle_internal_errors
+from ..tracing._errors import log_internal_error
 from ..tracing._genai import capture_enabled
 from ..tracing._tracer import NoOpSpan, Span
 from .coordination import SpanHandle, mixin_tracer
@@ -77,12 +77,14 @@ class MCPToolCall(SpanHandle):
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        with handle_internal_errors("mcp tool call end"):
+        try:  # not `handle_internal_errors`: a generator context manager costs more, on every call
             if exc is not None and not isinstance(exc, GeneratorExit):
                 self._mark(False)
                 self._span.set_attribute(semconv.ERROR_TYPE, type(exc).__qualname__)
             elif not self._result_set:
                 self._mark(True)
+        except Exception as error:
+            log_internal_error("mcp tool call end", error)
         self._span.__exit__(exc_type, exc, tb)
 
     def set_result(self, result: Any) -> None:

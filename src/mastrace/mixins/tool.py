@@ -19,7 +19,7 @@ from types import TracebackType
 from typing import Any
 
 from .. import semconv
-from ..tracing._errors import handle_internal_errors
+from ..tracing._errors import log_internal_error
 from ..tracing._genai import capture_enabled
 from ..tracing._tracer import NoOpSpan, Span
 from .coordination import SpanHandle, mixin_tracer, prefixed
@@ -41,7 +41,7 @@ class ToolExecution(SpanHandle):
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        with handle_internal_errors("tool execution end"):
+        try:  # not `handle_internal_errors`: a generator context manager costs more, on every call
             if exc is not None and not isinstance(exc, GeneratorExit):
                 self.success = False
                 self._span.set_attributes(
@@ -50,6 +50,8 @@ class ToolExecution(SpanHandle):
             elif self.success is None:
                 self.success = True
                 self._span.set_attribute(semconv.MASTRACE_TOOL_SUCCESS, True)
+        except Exception as error:
+            log_internal_error("tool execution end", error)
         self._span.__exit__(exc_type, exc, tb)
 
     def set_result(self, result: Any, *, success: bool = True) -> None:

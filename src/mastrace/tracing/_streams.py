@@ -9,18 +9,21 @@ with the matching status.
 from __future__ import annotations
 
 import contextvars
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Mapping
+from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
 from .. import semconv
 from ._context import ContextAwaitable
-from ._errors import handle_internal_errors
+from ._errors import handle_internal_errors, log_internal_error
 from ._tracer import NOOP_SPAN, NoOpSpan, Span
 
 Y = TypeVar("Y")
 S = TypeVar("S")
 
 SpanFactory = Callable[[], "Span | NoOpSpan"]
+FinishHook = Callable[[], "Mapping[str, Any] | None"]
+"""Run once as a stream ends, before its span does; may return attributes for the span."""
 
 
 def _exception(typ: Any, val: Any, tb: Any) -> BaseException:
@@ -35,7 +38,11 @@ def _exception(typ: Any, val: Any, tb: Any) -> BaseException:
 
 
 class _StreamSpan:
-    """The optional span around a whole stream, started lazily on the first item."""
+    """The optional span around a whole stream, started lazily on the first item.
+
+    `on_finish` runs once, before the span ends, and may return attributes for it: they reach the
+    span with the stream's own and its end, in one call into the SDK.
+    """
 
     __slots__ = ("_chunks", "_ctx", "_factory", "_on_finish", "_span", "done")
 
@@ -43,7 +50,7 @@ class _StreamSpan:
         self,
         ctx: contextvars.Context,
         factory: SpanFactory | None,
-        on_finish: Callable[[], None] | None = None,
+        on_finish: FinishHook | None = None,
     ) -> None:
         self._ctx = ctx
         self._factory = factory
@@ -55,8 +62,12 @@ class _StreamSpan:
     def start(self) -> None:
         if self._factory is not None:
             factory, self._factory = self._factory, None
-            with handle_internal_errors("stream span start"):
-                self._span = self._ctx.run(lambda: factory().start())
+            # try/except rather than `handle_internal_errors`: a generator context manager costs
+            # more than the rest of this, on every stream.
+            try:
+                self._span = self._ctx.run(_start, factory)
+            except Exception as exc:
+                log_internal_error("stream span start", exc)
 
     def item(self) -> None:
         self._chunks += 1
@@ -65,26 +76,53 @@ class _StreamSpan:
         if self.done:
             return
         self.done = True
-        if self._on_finish is not None:
-            # Runs before the span ends, in the body's context: a consumer that stops early (break,
-            # garbage collection) would otherwise leave the body's own clean-up to the event loop's
-            # finalizer, after the span has ended.
-            with handle_internal_errors("stream finish hook"):
-                try:
-                    self._ctx.run(self._on_finish)
-                except RuntimeError:  # the context is entered elsewhere
-                    self._on_finish()
+        attrs = self._run_finish_hook()
         span = self._span
         if span is NOOP_SPAN:
             return
-        with handle_internal_errors("stream span end"):
-            span._set_valid_attributes(  # one call into the SDK
-                {semconv.MASTRACE_STREAM_COMPLETED: completed, semconv.MASTRACE_STREAM_CHUNKS: self._chunks}
-            )
+        try:
+            ends = {
+                semconv.MASTRACE_STREAM_COMPLETED: completed,
+                semconv.MASTRACE_STREAM_CHUNKS: self._chunks,
+            }
+            if attrs:
+                self._end(span._end_with, {**attrs, **ends}, exc)
+            else:
+                span._set_valid_attributes(ends)
+                self._end(span._end_with, _NOTHING, exc)
+        except Exception as error:
+            log_internal_error("stream span end", error)
+
+    def _run_finish_hook(self) -> Mapping[str, Any] | None:
+        # Runs before the span ends, in the body's context: a consumer that stops early (break,
+        # garbage collection) would otherwise leave the body's own clean-up to the event loop's
+        # finalizer, after the span has ended.
+        hook = self._on_finish
+        if hook is None:
+            return None
+        try:
             try:
-                self._ctx.run(span.end, exc)
-            except RuntimeError:  # the context is entered elsewhere (finalizer): end without detaching
-                span.end(exc)
+                return self._ctx.run(hook)
+            except RuntimeError:  # the context is entered elsewhere
+                return hook()
+        except Exception as exc:
+            log_internal_error("stream finish hook", exc)
+            return None
+
+    def _end(
+        self, end_with: Callable[..., None], attrs: Mapping[str, Any], exc: BaseException | None
+    ) -> None:
+        try:
+            self._ctx.run(end_with, attrs, exc)
+        except RuntimeError:  # the context is entered elsewhere (finalizer): end without detaching
+            end_with(attrs, exc)
+
+
+def _start(factory: SpanFactory) -> Span | NoOpSpan:
+    return factory().start()
+
+
+_NOTHING: Mapping[str, Any] = MappingProxyType({})
 
 
 class TracedGenerator(Generator[Y, S, Any], Generic[Y, S]):
@@ -95,7 +133,7 @@ class TracedGenerator(Generator[Y, S, Any], Generic[Y, S]):
         gen: Generator[Y, S, Any],
         ctx: contextvars.Context | None = None,
         span: SpanFactory | None = None,
-        on_finish: Callable[[], None] | None = None,
+        on_finish: FinishHook | None = None,
     ) -> None:
         self._gen = gen
         self._ctx = ctx if ctx is not None else contextvars.copy_context()
@@ -115,7 +153,8 @@ class TracedGenerator(Generator[Y, S, Any], Generic[Y, S]):
 
     def _step(self, fn: Callable[[Any], Y], arg: Any) -> Y:
         stream = self._stream
-        stream.start()
+        if stream._factory is not None:  # the first step starts the span (the test saves a call per item)
+            stream.start()
         try:
             item = self._ctx.run(fn, arg)
         except StopIteration:
@@ -124,7 +163,7 @@ class TracedGenerator(Generator[Y, S, Any], Generic[Y, S]):
         except BaseException as exc:
             stream.finish(exc, completed=False)
             raise
-        stream.item()
+        stream._chunks += 1
         return item
 
     def close(self) -> None:
@@ -154,7 +193,7 @@ class TracedAsyncGenerator(AsyncGenerator[Y, S], Generic[Y, S]):
         agen: AsyncGenerator[Y, S],
         ctx: contextvars.Context | None = None,
         span: SpanFactory | None = None,
-        on_finish: Callable[[], None] | None = None,
+        on_finish: FinishHook | None = None,
     ) -> None:
         self._agen = agen
         self._ctx = ctx if ctx is not None else contextvars.copy_context()

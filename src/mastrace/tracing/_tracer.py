@@ -425,6 +425,15 @@ class Span:
             self._json_keys = {}
         self._json_keys[key] = text
 
+    def _declare_json(self, key: str, text: str) -> None:
+        """Declare an attribute the span started with as JSON text (for `logfire.json_schema`), as
+        `set_json_attribute` does for one set later."""
+        if self._span is None:
+            return
+        if self._json_keys is None:
+            self._json_keys = {}
+        self._json_keys[key] = text
+
     def add_event(
         self, name: str, attributes: Mapping[str, Any] | None = None, timestamp: int | None = None
     ) -> None:
@@ -616,8 +625,10 @@ class Tracer:
         Example:
             >>> mastrace.get_tracer().event("Coordination event: winner_selected", winner="agent_a")
         """
-        with handle_internal_errors("event"):
+        try:  # not `handle_internal_errors`: a generator context manager costs more, on every event
             self._log(name, attributes, level=level)
+        except Exception as exc:
+            log_internal_error("event", exc)
 
     def _log(
         self,
