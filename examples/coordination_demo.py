@@ -330,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     with registry.scope():
         orchestrator = build(args.model, dice, registry)
         final = asyncio.run(orchestrator.run())
-    flushed = mastrace.force_flush(timeout=10.0)
+    flushed = mastrace.force_flush(timeout=60.0)  # a busy machine may take a while; nothing is dropped
     print(f"final answer: {final}")
     usage = orchestrator.usage
     tokens = getattr(usage, "input_tokens", 0), getattr(usage, "output_tokens", 0)

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 from mastrace.store import query
@@ -44,5 +45,7 @@ def test_the_same_seed_gives_the_same_run(tmp_path: Path) -> None:
     first = _run(tmp_path / "one", "7")
     second = _run(tmp_path / "two", "7")
     assert len(first) > 40
-    assert first == second
+    only_first = list((Counter(first) - Counter(second)).elements())
+    only_second = list((Counter(second) - Counter(first)).elements())
+    assert first == second, f"only in the first run: {only_first}\nonly in the second: {only_second}"
     assert any("massgen.usage.input" in attributes for _, attributes in first)
