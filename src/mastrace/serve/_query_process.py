@@ -24,6 +24,7 @@ import contextlib
 import itertools
 import json
 import multiprocessing
+import signal
 import sys
 import threading
 import time
@@ -89,6 +90,8 @@ def _child(
     memory: int,
 ) -> None:
     """The child's work: cap memory, run the statement, send headers then the answer in pieces."""
+    # Ctrl-C in serve's terminal reaches this process too: serve ends it, it prints nothing.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         from ..store._limits import cap_process_memory
 
