@@ -254,13 +254,12 @@ class Finder:
             return  # (asked once per text: per match, it made a text of many matches quadratic)
         target = low if rule.on_low else text
         shape = rule.gate == "shape"
-        anchors = rule.anchors
-        if anchors is not None:
+        if rule.anchors is not None:
             # A shape match lies in a long run holding a key: only those runs are tried.
             spans = (
                 [(a, b) for a, b in runs or () if any(k in low[a:b] for k in rule.keys)] if shape else None
             )
-            found: Iterator[re.Match[str]] = _tried(rule, anchors, target, low, spans)
+            found: Iterator[re.Match[str]] = _tried(rule, target, low, spans)
         else:
             found = rule.regex.finditer(target)  # type: ignore[union-attr]
         for m in found:
@@ -277,13 +276,12 @@ def _by_rule(pair: tuple[int, Rule]) -> tuple[int, int]:
     return pair[1].index, pair[0]
 
 
-def _tried(
-    rule: Rule, anchors: tuple[Anchor, ...], target: str, low: str, spans: list[tuple[int, int]] | None
-) -> Iterator[re.Match[str]]:
+def _tried(rule: Rule, target: str, low: str, spans: list[tuple[int, int]] | None) -> Iterator[re.Match[str]]:
     """The matches `rule.regex.finditer(target)` gives (within `spans`, when given), found by trying
     only the starts that its anchors allow."""
     regex, size = rule.regex, len(target)
-    assert regex is not None
+    anchors = rule.anchors
+    assert regex is not None and anchors is not None
     starts: set[int] = set()
     for literal, exact, nearest, farthest in anchors:
         where = target if exact else low

@@ -35,6 +35,10 @@ class LazyPattern:
         """`re.Pattern.match`."""
         return self.compiled().match(string, pos)
 
+    def search(self, string: str, pos: int = 0) -> re.Match[str] | None:
+        """`re.Pattern.search`."""
+        return self.compiled().search(string, pos)
+
     def fullmatch(self, string: str) -> re.Match[str] | None:
         """`re.Pattern.fullmatch`."""
         return self.compiled().fullmatch(string)
