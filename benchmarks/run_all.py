@@ -30,6 +30,7 @@ SCRIPTS = {
     "bench_json.py": ([], ["--n", "2000"]),
     "bench_analyze.py": ([], ["--spans", "100000", "--repeat", "2"]),
     "bench_query_api.py": ([], ["--sizes", "100000", "--repeat", "2"]),
+    "bench_source_bounds.py": ([], ["--repeat", "1"]),
     "bench_massgen.py": ([], ["--rounds", "3"]),
 }
 # Scripts that need another environment than this one (MassGen pins older releases).

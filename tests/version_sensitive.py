@@ -45,6 +45,7 @@ COVERAGE: dict[str, tuple[str, ...]] = {
     "cli/_commands.py": ("tests/cli/test_query.py",),
     "mcp_server/_tools.py": ("tests/mcp_server/test_tools.py",),
     "serve/_query_api.py": ("tests/serve/test_query_api.py",),
+    "serve/_query_process.py": ("tests/serve/test_query_process.py",),
     "store/_limits.py": ("tests/cli/test_query.py",),
     "store/_sql_compat.py": ("tests/store/test_sql_compat.py", "tests/store/test_seed_queries.py"),
     "store/_compact.py": ("tests/store/test_compact.py",),

@@ -64,6 +64,11 @@ def serve_cli(tmp_path: Path, demo_store: Path) -> Iterator[Callable[..., str]]:
         process.communicate(timeout=60)
 
 
+def origin(address: str) -> str:
+    """The printed address without the sign-in page and its `#token=`: `http://host:port/`."""
+    return address.split("signin#")[0]
+
+
 def answers(context: BrowserContext) -> list[tuple[int, str]]:
     """Every response the context's pages get, as (status, URL), appended as they arrive."""
     seen: list[tuple[int, str]] = []
@@ -101,7 +106,7 @@ def test_the_printed_address_opens_every_page_with_every_request_authorised(
     serve_cli: Callable[..., str], browser: Browser, token: str
 ) -> None:
     """Whatever the token, the pages and each request they make (scripts, API polls, details, report,
-    diff) are let in by the cookie the printed `?token=` address gave; no request is refused."""
+    diff) are let in by the cookie the printed `#token=` address gave; no request is refused."""
     address = serve_cli("--token", token)
     context = browser.new_context()
     seen = answers(context)
@@ -132,10 +137,10 @@ def test_on_all_interfaces_the_allowed_name_opens_every_page(
 
 
 def test_without_the_token_nothing_loads(serve_cli: Callable[..., str], browser: Browser) -> None:
-    """Opened without `?token=` (or with a wrong one), every page and API address answers 401 and shows
-    no run."""
+    """Opened without the token (or with a wrong one in `?token=`), every page and API address answers
+    401 and shows no run."""
     address = serve_cli("--token", HEX_TOKEN)
-    base = address.split("?")[0]
+    base = origin(address)
     page = browser.new_context().new_page()
     for path in ("", "runs/latest", "runs/latest/report", "diff", "api/runs", "static/ui.js", "?token=wrong"):
         reply = page.goto(base + path)
@@ -157,6 +162,59 @@ def test_two_servers_in_one_browser_keep_their_own_cookies(
     page.goto(first)
     page.wait_for_selector("#status:has-text('2 run(s), live')")
     context.new_page().goto(second)
-    page.goto(first.split("?")[0] + "runs/latest")
+    page.goto(origin(first) + "runs/latest")
     page.wait_for_selector("#status:has-text('48 span(s)')")
     assert all(status < 400 for status, _ in seen), seen
+
+
+@pytest.mark.parametrize("token", [HEX_TOKEN, "pässwörd mit ümläuten;&=#"], ids=["hex", "non-ascii"])
+def test_the_server_never_receives_the_token_in_an_address(
+    tmp_path: Path, demo_store: Path, browser: Browser, monkeypatch: pytest.MonkeyPatch, token: str
+) -> None:
+    """The printed address opens the UI, and no request the server receives carries the token in its
+    path or query (the fragment stays in the browser): it arrives once, in `POST /signin`'s header."""
+    from urllib.parse import quote
+
+    from mastrace.cli._serve import ui_url
+    from mastrace.serve import _guard, start_intake
+
+    received: list[
+        tuple[str, str, bytes, bytes]
+    ] = []  # (method, path, raw path, query) as the server saw them
+    guarded = _guard.Guard.__call__
+
+    async def logged(
+        self: _guard.Guard, scope: _guard.Scope, receive: _guard.Receive, send: _guard.Send
+    ) -> None:
+        if scope["type"] == "http":
+            raw = scope.get("raw_path") or b""
+            received.append((scope["method"], scope["path"], raw, scope.get("query_string", b"")))
+        await guarded(self, scope, receive, send)
+
+    monkeypatch.setattr(_guard.Guard, "__call__", logged)
+    store = tmp_path / "store"
+    shutil.copytree(demo_store, store)
+    server = start_intake(store, http_port=0, grpc_port=None, token=token)
+    try:
+        assert server.http_port is not None
+        address = ui_url("127.0.0.1", server.http_port, token)
+        assert "?" not in address and address.endswith("/signin#token=" + quote(token, safe=""))
+        context = browser.new_context()
+        seen = answers(context)
+        walk_every_page(context.new_page(), address)
+        assert all(status < 400 for status, _ in seen), seen
+        context.close()
+    finally:
+        server.stop()
+    spellings = {
+        token.encode(),
+        quote(token, safe="").encode(),
+        quote(token).encode(),
+        quote(token, safe="").encode().lower(),
+    }
+    leaked = [
+        r for r in received if any(s in part for s in spellings for part in (r[2], r[3], r[1].encode()))
+    ]
+    assert not leaked, leaked
+    assert ("POST", "/signin") in {(method, path) for method, path, _, _ in received}
+    assert len(received) > 10  # the pages' own requests were seen, and none carried it

@@ -166,7 +166,8 @@ def _serve_banner(store: Path, **env: str) -> tuple[subprocess.Popen[str], list[
 
 
 def test_serve_prints_the_address_of_its_ui(tmp_path: Path) -> None:
-    """The banner names the UI's address, which answers the runs page; with a token it carries it."""
+    """The banner names the UI's address, which answers the runs page; with a token it carries it in
+    the fragment of the sign-in page's address."""
     process, lines = _serve_banner(tmp_path / "store")
     try:
         found = re.search(r"web UI on (http://127\.0\.0\.1:\d+/)$", lines[-1])
@@ -179,7 +180,8 @@ def test_serve_prints_the_address_of_its_ui(tmp_path: Path) -> None:
     process, lines = _serve_banner(tmp_path / "store", MASTRACE_SERVE_TOKEN="0123456789abcdef0123")
     process.send_signal(signal.SIGTERM)
     process.wait(timeout=60)
-    assert lines[-1].endswith("/?token=0123456789abcdef0123"), lines
+    assert lines[-1].endswith("/signin#token=0123456789abcdef0123"), lines
+    assert "?" not in lines[-1]  # the token is in the fragment, never in a request line
 
 
 def test_the_spans_api_gives_each_row_its_kind_and_key_attributes(server: IntakeServer) -> None:

@@ -243,6 +243,33 @@ def test_a_page_opened_with_the_token_keeps_a_cookie(guarded: IntakeServer) -> N
     assert raw_http(port, request("GET", "/?token=wrong")).status == 401
 
 
+def test_the_sign_in_page_trades_the_token_in_a_header_for_the_cookie(guarded: IntakeServer) -> None:
+    """`GET /signin` answers a page (no data) whose only script is allowed by its hash; `POST /signin`
+    with the token in `Authorization` sets the cookie, which then opens the API; another token, 401."""
+    import base64
+    import hashlib
+    import re
+
+    port = guarded.http_port or 0
+    page = raw_http(port, request("GET", "/signin"))
+    assert page.status == 200 and page.headers["content-type"].startswith("text/html")
+    (script,) = re.findall(r"<script>(.*?)</script>", page.body.decode(), re.DOTALL)
+    digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+    policy = page.headers["content-security-policy"]
+    assert f"'sha256-{digest}'" in policy and "connect-src 'self'" in policy
+    assert "location.hash" in script and "coordination" not in page.body.decode()
+    refused = raw_http(
+        port, request("POST", "/signin", headers={"Authorization": "Bearer wrong-token-xxxxxx"})
+    )
+    assert refused.status == 401 and "set-cookie" not in refused.headers
+    taken = raw_http(port, request("POST", "/signin", headers={"Authorization": f"Bearer {TOKEN}"}))
+    assert taken.status == 200
+    cookie = taken.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and TOKEN not in cookie
+    value = cookie.split(";", 1)[0]
+    assert raw_http(port, request("GET", "/api/runs", headers={"Cookie": value})).status == 200
+
+
 @pytest.mark.parametrize("path", ["//evil.example/", "///evil.example/x", "/%2F%2Fevil.example/"])
 def test_the_token_redirect_stays_on_this_server(guarded: IntakeServer, path: str) -> None:
     """A link to `//other.host/?token=` must not send the browser (with its new cookie) elsewhere:

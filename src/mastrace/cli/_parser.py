@@ -374,8 +374,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--token",
         metavar="TOKEN",
         default=None,
-        help="require Authorization: Bearer TOKEN on every request (intake, UI and API; a page opened "
-        "once with ?token=TOKEN keeps a cookie); default $MASTRACE_SERVE_TOKEN; required off loopback. "
+        help="require Authorization: Bearer TOKEN on every request (intake, UI and API; the printed "
+        "address /signin#token=TOKEN gives a browser a cookie, the token never in a request line); "
+        "default $MASTRACE_SERVE_TOKEN; required off loopback. "
         "On the command line the token is visible to every user of the machine (ps): prefer "
         "--token-file or the environment",
     )

@@ -15,10 +15,12 @@ __all__ = ["cmd_serve", "ui_url"]
 
 
 def ui_url(host: str, port: int, token: str | None = None) -> str:
-    """The address to open the UI at: a wildcard listen address is reached through loopback."""
+    """The address to open the UI at: a wildcard listen address is reached through loopback. With a
+    token, the sign-in page with the token in the fragment (`#token=`), which a browser never sends:
+    the page's script trades it for a cookie."""
     shown = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
     base = f"http://[{shown}]:{port}/" if ":" in shown else f"http://{shown}:{port}/"
-    return base + (f"?token={quote(token, safe='')}" if token else "")
+    return base + (f"signin#token={quote(token, safe='')}" if token else "")
 
 
 def _token_from_file(path: str) -> str:
@@ -79,8 +81,8 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
         f"mastrace serve: {' and '.join(where)}, writing to {args.to or store}{guarded} (Ctrl-C to stop)\n"
     )
     if server.http_port is not None:
-        # With a token, the address carries it once: the page trades it for a cookie, which its own
-        # requests then carry.
+        # With a token, the address carries it in its fragment (never sent to a server): the sign-in
+        # page trades it for a cookie, which the pages' own requests then carry.
         shown = f" (showing {args.source})" if args.source else ""
         out.write(
             f"mastrace serve: web UI{shown} on {ui_url(args.host, server.http_port, server.options.token)}\n"

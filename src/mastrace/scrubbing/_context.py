@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from ._contextual import looks_random
+from ._lazy_re import LazyPattern
 from ._names import literal_value_is_secret, looks_like_identifier, secret_key_word
 from ._required import requirements
 from ._table import RULES, mentions_secret_word
@@ -49,13 +50,13 @@ class KeywordIndex:
     """The ``keyword`` rules, by the name segment that announces them (`datadog`, `asana`, …)."""
 
     def __init__(self) -> None:
-        self.by_word: dict[str, list[tuple[str, re.Pattern[str]]]] = {}
+        self.by_word: dict[str, list[tuple[str, LazyPattern]]] = {}
         for rule in RULES:
-            if rule.gate == "keyword":
-                value = re.compile(rule.value, re.IGNORECASE | re.ASCII)
+            if rule.gate == "keyword":  # compiled when a name first announces it
+                value = LazyPattern(rule.value, re.IGNORECASE | re.ASCII)
                 for hint in rule.hints:
                     self.by_word.setdefault(hint, []).append((rule.id, value))
-        self._by_name: dict[str, list[tuple[str, re.Pattern[str]]]] = {}  # names repeat: kept
+        self._by_name: dict[str, list[tuple[str, LazyPattern]]] = {}  # names repeat: kept
 
     def rule_for(self, name_low: str, value: str) -> str | None:
         """The id of the keyword rule announced by a segment (or two joined) of `name_low` whose value
@@ -68,7 +69,7 @@ class KeywordIndex:
                 return rule_id
         return None
 
-    def _announced(self, name_low: str) -> list[tuple[str, re.Pattern[str]]]:
+    def _announced(self, name_low: str) -> list[tuple[str, LazyPattern]]:
         """The keyword rules a name announces, in the order `rule_for` tries them."""
         words = _WORD.findall(name_low)
         found = [

@@ -23,6 +23,7 @@ from typing import NamedTuple
 from . import _matchers
 from ._context import CHECKS, KeywordIndex, find_assignments, find_k8s_secret_values
 from ._contextual import find_in_context
+from ._lazy_re import LazyPattern
 from ._required import requirements, starts_with_literal
 from ._selection import NOTHING
 from ._table import MIN_TOKEN_LEN, RULES, SecretRule, long_runs, python_pattern
@@ -37,10 +38,11 @@ class Rule:
     """A compiled rule: from the table (one per word-rule prefix), an environment variable, or a custom
     pattern. `on_low` rules are matched against the lower-cased text (case-insensitive rules: the
     engine's fast search for a leading literal works only without the IGNORECASE flag). `anchors`:
-    where to try a pattern without a literal prefix (one per alternative; None: search it all)."""
+    where to try a pattern without a literal prefix (one per alternative; None: search it all), read
+    when first needed for an `anchored` rule."""
 
     kind: str
-    regex: re.Pattern[str] | None
+    regex: re.Pattern[str] | LazyPattern | None
     label: str
     gate: str = "custom"
     keys: tuple[str, ...] = ()
@@ -48,12 +50,23 @@ class Rule:
     on_low: bool = False
     check: Callable[[str, re.Match[str]], bool] | None = None
     finder: str | None = None
-    anchors: tuple[Anchor, ...] | None = None
+    anchored: bool = False  # tried near its anchors, when its pattern has some (`anchors`)
     keeps_prefix: bool = field(init=False)  # a group `p` holds a prefix that is not secret
     replacement: str = field(init=False)
 
+    @property
+    def anchors(self) -> tuple[Anchor, ...] | None:
+        """Where to try the pattern (see `_anchors`); None: search the whole text."""
+        regex = self.regex
+        return _anchors(regex.pattern, regex.flags) if self.anchored and regex is not None else None
+
     def __post_init__(self) -> None:
-        object.__setattr__(self, "keeps_prefix", self.regex is not None and "p" in self.regex.groupindex)
+        regex = self.regex
+        if isinstance(regex, LazyPattern):  # read from the text: the group is `(?P<p>...)`
+            keeps = "(?P<p>" in regex.pattern
+        else:
+            keeps = regex is not None and "p" in regex.groupindex
+        object.__setattr__(self, "keeps_prefix", keeps)
         object.__setattr__(self, "replacement", f"[Scrubbed: {self.label}]")
 
 
@@ -69,13 +82,14 @@ class Hit(NamedTuple):
 _MAX_ANCHORS = 4  # each anchor is one search of the whole text: past a few, one search of the pattern wins
 
 
-def _anchors(pattern: re.Pattern[str]) -> tuple[Anchor, ...] | None:
+@functools.cache
+def _anchors(pattern: str, flags: int) -> tuple[Anchor, ...] | None:
     """Where to try a pattern the regular-expression engine would try at every character: the anchor
     of each alternative, less those another covers (None when the engine has a literal prefix, an
-    alternative has no anchor, or there are too many)."""
-    if starts_with_literal(pattern.pattern, pattern.flags):
+    alternative has no anchor, or there are too many). Read when a text first selects the rule."""
+    if starts_with_literal(pattern, flags):
         return None
-    found = [need.anchor for need in requirements(pattern.pattern, pattern.flags)]
+    found = [need.anchor for need in requirements(pattern, flags)]
     if not found or None in found:
         return None
     kept: list[Anchor] = []
@@ -99,12 +113,11 @@ def _compile(index: int, spec: SecretRule) -> list[Rule]:
     flags = re.ASCII | (re.MULTILINE if spec.finder else 0)
     if spec.gate == "word":
         return [
-            Rule(spec.id, re.compile(python_pattern(spec, prefix), flags), spec.id, "word",
+            Rule(spec.id, LazyPattern(python_pattern(spec, prefix), flags), spec.id, "word",
                  (prefix.lower(),), index - 1000 * len(prefix), spec.ignore_case, check)
             for prefix in spec.prefixes
         ]  # fmt: skip
-    regex = None if spec.finder else re.compile(spec.pattern, flags)
-    anchors = _anchors(regex) if regex is not None else None
+    regex = None if spec.finder else LazyPattern(spec.pattern, flags)
     return [
         Rule(
             spec.id,
@@ -116,7 +129,7 @@ def _compile(index: int, spec: SecretRule) -> list[Rule]:
             spec.ignore_case,
             check,
             spec.finder,
-            anchors,
+            regex is not None,
         )
     ]
 
@@ -267,9 +280,10 @@ def _tried(rule: Rule, target: str, low: str, spans: list[tuple[int, int]] | Non
     """The matches `rule.regex.finditer(target)` gives (within `spans`, when given), found by trying
     only the starts that its anchors allow."""
     regex, size = rule.regex, len(target)
-    assert regex is not None and rule.anchors is not None
+    anchors = rule.anchors
+    assert regex is not None and anchors is not None
     starts: set[int] = set()
-    for literal, exact, nearest, farthest in rule.anchors:
+    for literal, exact, nearest, farthest in anchors:
         where = target if exact else low
         for a, b in spans if spans is not None else [(0, size)]:
             i = where.find(literal, a, b)

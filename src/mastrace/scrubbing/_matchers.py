@@ -20,13 +20,17 @@ pattern needs a character or a literal the text lacks): that changes no output.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import os
+import platform
 import re
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from . import _hs_cache
 from ._contextual import CONTEXT_GATE
 from ._python_matcher import PythonMatcher
 from ._selection import NOTHING, Gated, Matcher, Selection, ordered
@@ -190,16 +194,12 @@ class HyperscanMatcher:
         # A word gate reports every place; the others once. Prefilter mode: what Hyperscan cannot match
         # exactly (look-arounds) it matches more loosely.
         once = hyperscan.HS_FLAG_SINGLEMATCH | hyperscan.HS_FLAG_PREFILTER | hyperscan.HS_FLAG_DOTALL
-        self.db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-        self.db.compile(
-            expressions=[p.encode() for p, _, _ in patterns],
-            ids=list(range(len(patterns))),
-            elements=len(patterns),
-            flags=[
-                (0 if every else once) | (hyperscan.HS_FLAG_CASELESS if caseless else 0)
-                for _, caseless, every in patterns
-            ],
-        )
+        expressions = [p.encode() for p, _, _ in patterns]
+        flags = [
+            (0 if every else once) | (hyperscan.HS_FLAG_CASELESS if caseless else 0)
+            for _, caseless, every in patterns
+        ]
+        self.db, self.cached = _hyperscan_database(hyperscan, expressions, flags)
         self._scratch = hyperscan.Scratch(self.db)
         self._local = threading.local()
 
@@ -215,6 +215,39 @@ class HyperscanMatcher:
         if selection.assignments:
             selection.separators = [end - 1 for i, end in found if i == 0]
         return selection
+
+
+def _hyperscan_database(hyperscan: Any, expressions: list[bytes], flags: list[int]) -> tuple[Any, bool]:
+    """The database of `expressions`: loaded from the on-disk cache (`_hs_cache`) when a trusted copy
+    is there, else compiled (and kept there for the next process). Also says whether it was loaded."""
+    mode = hyperscan.HS_MODE_BLOCK
+    key = _hs_cache.cache_key(expressions, flags, mode, _hyperscan_build(hyperscan))
+    payload = _hs_cache.load(key)
+    if payload is not None:
+        try:
+            db = hyperscan.loadb(payload, mode)
+            # A database built for another CPU (a home folder shared between machines) loads, and
+            # fails on its first scan: find out now.
+            db.scan(b"probe", match_event_handler=_on_match, context=[], scratch=hyperscan.Scratch(db))
+            return db, True
+        except Exception:  # compile it instead
+            pass
+    db = hyperscan.Database(mode=mode)
+    ids = list(range(len(expressions)))
+    db.compile(expressions=expressions, ids=ids, elements=len(expressions), flags=flags)
+    with contextlib.suppress(Exception):
+        _hs_cache.store(key, hyperscan.dumpb(db))
+    return db, False
+
+
+def _hyperscan_build(hyperscan: Any) -> str:
+    """The installed `hyperscan` build: its version and its compiled extension's size and time (the
+    library is inside it), and the machine's architecture."""
+    ext = getattr(hyperscan, "_hs_ext", None)
+    where = getattr(ext, "__file__", None)
+    st = os.stat(where) if where else None
+    built = f"{st.st_size}-{st.st_mtime_ns}" if st else ""
+    return f"{getattr(hyperscan, '__version__', '')} {built} {platform.machine()}"
 
 
 def _on_match(id: int, start: int, end: int, flags: int, found: object) -> None:

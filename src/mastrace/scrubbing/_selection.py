@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-__all__ = ["NOTHING", "Gated", "Matcher", "Selection", "ordered"]
+__all__ = ["NOTHING", "Gated", "Matcher", "Selection", "Source", "ordered"]
+
+
+class Source(Protocol):
+    """What a matcher reads of a rule's regular expression (a compiled one has both)."""
+
+    @property
+    def pattern(self) -> str: ...
+    @property
+    def flags(self) -> int: ...
 
 
 class Gated(Protocol):
@@ -19,7 +27,7 @@ class Gated(Protocol):
     @property
     def index(self) -> int: ...
     @property
-    def regex(self) -> re.Pattern[str] | None: ...
+    def regex(self) -> Source | None: ...
     @property
     def on_low(self) -> bool: ...
     @property

@@ -9,9 +9,15 @@ every request, whatever route it is for (intake, UI, API, and routes added later
   rebinding page sends) or a name the user allowed (`--allow-host`); otherwise 403;
 - an `Origin` it carries must be loopback, allowed, or the server itself; otherwise 403; so must
   `Sec-Fetch-Site` not say `cross-site` (a page loading our URLs in an image or a script);
-- with a token (`--token` or `MASTRACE_SERVE_TOKEN`; required when listening off loopback), it must
-  carry `Authorization: Bearer <token>` or the cookie a page gets by opening any URL once with
-  `?token=<token>`; otherwise 401.
+- with a token (`--token-file`, `MASTRACE_SERVE_TOKEN` or `--token`; required when listening off
+  loopback), it must carry `Authorization: Bearer <token>` or the cookie a browser gets once;
+  otherwise 401.
+
+A browser gets the cookie from the address `serve` prints, `/signin#token=<token>`: the token is in
+the fragment, which a browser never sends (so it is in no request line, server log or `Referer`); the
+sign-in page's script reads it, trades it for the cookie by `POST /signin` with the token in
+`Authorization`, and opens the UI. Opening any URL with `?token=<token>` still works too (the token is
+then in a request line).
 
 The cookie holds a digest of the token, never the token: any token (spaces, `;`, non-ASCII) makes a
 valid cookie value, and its name carries part of that digest, so that two servers on one host (whose
@@ -34,6 +40,7 @@ from ..exceptions import ConfigError
 
 __all__ = [
     "SAFETY_HEADERS",
+    "SIGNIN_PATH",
     "STRICT_POLICY",
     "TOKEN_COOKIE",
     "TOKEN_ENV",
@@ -103,6 +110,37 @@ def _is_address(name: str) -> bool:
     return True
 
 
+SIGNIN_PATH: Final = "/signin"
+"""The page that trades the token in its address's fragment for the cookie (see the module)."""
+_SIGNIN_SCRIPT: Final = """
+(function () {
+  var note = document.getElementById("note");
+  var found = /^#token=(.*)$/.exec(location.hash);
+  history.replaceState(null, "", location.pathname);
+  if (!found) {
+    note.textContent = "Open the whole address mastrace serve printed: the token follows #token=.";
+    return;
+  }
+  var token;
+  try { token = decodeURIComponent(found[1]); } catch (e) { token = found[1]; }
+  var bytes = new TextEncoder().encode(token);  // a header carries the token's UTF-8 bytes
+  var header = "";
+  for (var i = 0; i < bytes.length; i++) header += String.fromCharCode(bytes[i]);
+  fetch(location.pathname, {
+    method: "POST", credentials: "same-origin", cache: "no-store",
+    headers: {"Authorization": "Bearer " + header}
+  }).then(function (reply) {
+    if (reply.ok) location.replace("/");
+    else note.textContent = "The token in the address was not accepted.";
+  }, function () { note.textContent = "The server did not answer."; });
+})();
+"""
+SIGNIN_PAGE: Final = (
+    '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>mastrace</title>'
+    '<meta name="referrer" content="no-referrer"></head>'
+    '<body><p id="note">Signing in…</p><script>' + _SIGNIN_SCRIPT + "</script></body></html>"
+)
+
 _INTAKE_PATHS: Final = frozenset({"/v1/traces", "/v1/metrics"})
 _INLINE_SCRIPT = re.compile(r"<script>(.*?)</script>", re.DOTALL)
 STRICT_POLICY: Final = "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
@@ -167,6 +205,9 @@ class Guard:
         if refusal is not None:
             await _answer(send, 403, refusal)
             return
+        if scope["type"] == "http" and scope.get("path") == SIGNIN_PATH:
+            await self._signin(str(scope.get("method", "GET")), headers, send)
+            return
         if tokenless:
             assert self.token is not None
             query = dict(parse_qsl(scope.get("query_string", b"").decode("utf-8", "replace")))
@@ -230,6 +271,27 @@ class Guard:
                 return True
         return False
 
+    async def _signin(self, method: str, headers: dict[str, str], send: Send) -> None:
+        """`GET /signin`: the page that reads the token from its fragment; `POST /signin` with the
+        token in `Authorization`: the cookie, or 401 for another token."""
+        if method in ("GET", "HEAD"):
+            body = SIGNIN_PAGE.encode()
+            policy = page_policy(SIGNIN_PAGE).encode()
+            extra = [(b"content-security-policy", policy), (b"cache-control", b"no-store")]
+            await _answer(send, 200, "", extra, body=body, media=b"text/html; charset=utf-8")
+        elif method != "POST":
+            await _answer(send, 405, "GET or POST", [(b"allow", b"GET, POST")])
+        elif self.token is None:
+            await _answer(send, 200, "no token is needed")
+        elif self._bearer_given(headers):
+            await _answer(send, 200, "signed in", [(b"set-cookie", self._cookie_header().encode())])
+        else:
+            await _answer(send, 401, "the token is not accepted", [(b"www-authenticate", b"Bearer")])
+
+    def _cookie_header(self) -> str:
+        name, digest = self._cookie
+        return f"{name}={digest}; HttpOnly; SameSite=Strict; Path=/"
+
     async def _grant(self, scope: Scope, query: dict[str, str], send: Send) -> None:
         """`?token=` on a page load: set the cookie the page's own requests carry, and go to the URL
         without the token (so that it is not left in the address bar or the history)."""
@@ -237,8 +299,7 @@ class Guard:
         # The path as sent (still percent-encoded), with one leading slash: `//name/` would leave this host.
         path = "/" + (scope.get("raw_path") or scope.get("path", "/").encode()).decode("latin-1").lstrip("/")
         location = path + (f"?{rest}" if rest else "")
-        name, digest = self._cookie
-        cookie = f"{name}={digest}; HttpOnly; SameSite=Strict; Path=/"
+        cookie = self._cookie_header()
         await _answer(send, 303, "", [(b"location", location.encode()), (b"set-cookie", cookie.encode())])
 
 
@@ -273,16 +334,22 @@ def _with_safety_headers(send: Send) -> Send:
 
 
 async def _answer(
-    send: Send, status: int, text: str, headers: list[tuple[bytes, bytes]] | None = None
+    send: Send,
+    status: int,
+    text: str,
+    headers: list[tuple[bytes, bytes]] | None = None,
+    *,
+    body: bytes | None = None,
+    media: bytes = b"text/plain; charset=utf-8",
 ) -> None:
     send = _with_safety_headers(send)
-    body = text.encode("utf-8")
+    body = text.encode("utf-8") if body is None else body
     await send(
         {
             "type": "http.response.start",
             "status": status,
             "headers": [
-                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"content-type", media),
                 (b"content-length", str(len(body)).encode()),
                 *(headers or []),
             ],

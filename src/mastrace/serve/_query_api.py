@@ -7,7 +7,8 @@
   organisation is `mastrace`, the project is the store folder.
 
 The SQL runs as `mastrace query` runs it: one read-only statement on a sandboxed store
-(`TraceStore(..., sandbox=True)`), `records` narrowed to the time window. Errors come back as
+(`TraceStore(..., sandbox=True)`), `records` narrowed to the time window, in a child process whose
+memory and time the kernel bounds (`_query_process`; on Linux). Errors come back as
 Logfire's client expects them: 400 (the query failed, or ran past the time limit) and 422 (the
 request is malformed) with the message in `detail`, 401 for a token that is not accepted (without a
 serve token: a client that is not on loopback, or a request that names a host other than a
@@ -27,6 +28,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
+
+from ._query_problem import QueryProblem
 
 if TYPE_CHECKING:
     from starlette.responses import Response
@@ -111,14 +114,6 @@ def _is_loopback_address(host: str) -> bool:
         return False
     mapped = getattr(address, "ipv4_mapped", None)
     return bool(address.is_loopback or (mapped is not None and mapped.is_loopback))
-
-
-class QueryProblem(Exception):
-    """A request the Query API answers with an error status."""
-
-    def __init__(self, status: int, detail: Any, *, retry_after: int | None = None) -> None:
-        super().__init__(detail)
-        self.status, self.detail, self.retry_after = status, detail, retry_after
 
 
 def _invalid(field: str, message: str) -> QueryProblem:
@@ -392,6 +387,7 @@ def query_routes(
     max_rows: int | None = None,
     max_seconds: float | None = QUERY_SECONDS,
     source: str | None = None,
+    isolate: bool | None = None,
 ) -> list[Any]:
     """The Query API's Starlette routes over the store at `store` (or ClickHouse at `source`).
 
@@ -405,13 +401,27 @@ def query_routes(
         max_seconds: Stop a query (and its answer) that runs longer than this (None: never).
         source: A `clickhouse://` or `chdb://` URL to answer from instead of the store: the
             newest spans of its `otel_traces` (see `mastrace.analysis._clickhouse`).
+        isolate: Run each statement in a child process under a memory limit the kernel enforces
+            and a time limit it cannot outlive (`_query_process`); None: where the system allows
+            (Linux), False: in a thread of this process, under DuckDB's memory limit only.
     """
     import anyio.to_thread
     from starlette.requests import Request
     from starlette.responses import JSONResponse, StreamingResponse
     from starlette.routing import Route
 
+    from ..store._limits import DEFAULT_QUERY_LIMITS
+    from ._query_process import isolation_available, start_in_child
+
     slots = _Slots(max_queries)
+    memory = DEFAULT_QUERY_LIMITS.memory
+    if isolate is None:
+        isolate = isolation_available()
+
+    def start(parsed: QueryRequest) -> tuple[Iterator[bytes], bytes, Callable[[], None], dict[str, str]]:
+        if isolate and memory is not None:
+            return start_in_child(_start, store, parsed, max_seconds, source, memory)
+        return _start(store, parsed, max_seconds, source)
 
     def allowed(request: Request) -> bool:
         host = request.client.host if request.client else None
@@ -443,9 +453,7 @@ def query_routes(
             if not slots.take():
                 raise QueryProblem(429, "every query slot is busy: retry in a second", retry_after=1)
             try:
-                chunks, first, close, counted = await anyio.to_thread.run_sync(
-                    _start, store, parsed, max_seconds, source
-                )
+                chunks, first, close, counted = await anyio.to_thread.run_sync(start, parsed)
             except BaseException:
                 slots.give()
                 raise
