@@ -424,15 +424,17 @@ def test_an_abandoned_answer_gives_its_slot_back(store: Store) -> None:
         with httpx.stream("POST", f"{base}/v2/query", json=body) as reply:
             assert reply.status_code == 200
             next(reply.iter_bytes())
-        with LogfireQueryClient("t", base_url=base) as c:
-            deadline = datetime.now() + timedelta(seconds=120)
+        # A generous read timeout: on a loaded machine the first answer may take longer than the
+        # client's default 30 s; a slot that is never given back still fails below, by the deadline.
+        with LogfireQueryClient("t", base_url=base, timeout=httpx.Timeout(600.0)) as c:
+            deadline = datetime.now() + timedelta(seconds=600)
             while True:
                 try:
                     assert c.query_json_rows("SELECT 1 AS one", min_timestamp=SINCE)["rows"] == [{"one": 1}]
                     break
                 except QueryRateLimitedError:
                     if datetime.now() > deadline:
-                        pytest.fail("the abandoned answer still held the only query slot after 120 s")
+                        pytest.fail("the abandoned answer still held the only query slot after 600 s")
 
 
 def test_a_row_cap_refuses_larger_limits(store: Store) -> None:
