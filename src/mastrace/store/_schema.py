@@ -33,6 +33,7 @@ __all__ = [
     "COLUMNS",
     "COLUMN_NAMES",
     "LATEST_FIRST_SQL",
+    "PENDING_DIR",
     "ROOTS_DIR",
     "ROOTS_VIEW_NAME",
     "SEGMENTS_DIR",
@@ -59,6 +60,10 @@ VIEW_NAME: Final = "records"
 ROOTS_VIEW_NAME: Final = "roots"
 SEGMENTS_DIR: Final = "segments"
 ROOTS_DIR: Final = "roots"
+PENDING_DIR: Final = "pending"
+"""Where writers put the start records of spans still open at a flush (see `_writer`): never read by
+the `records` view, so no count or answer of its SQL changes; readers merge them with the spans that
+ended (`TraceStore.open_spans`)."""
 SEGMENT_SUFFIX: Final = ".ndjson"
 SKELETON_DIR: Final = "skeleton"
 SKELETON_SUFFIX: Final = ".csv"
