@@ -24,22 +24,21 @@ LIVE = textwrap.dedent(
     store, control, agents = sys.argv[1], sys.argv[2], int(sys.argv[3])
     mastrace.configure(local=store, service_name="live-run")
     tracer = mastrace.get_tracer("live")
-    session = tracer.start_span("coordination.session", attributes={"massgen.task": "live"})
-    rounds = []
-    for i in range(agents):
-        agent = "agent_" + "abcdefgh"[i]
-        rounds.append(
-            tracer.start_span(f"agent.{agent}.round_0", attributes={"massgen.agent_id": agent, "round": 0})
-        )
-    with tracer.span("llm.quick.call", attributes={"massgen.agent_id": "agent_a"}):
-        pass  # one span that ended: the run has something in `records` too
-    with open(control + ".started", "w") as out:
-        out.write(format(session.span_context.trace_id, "032x") + " " + str(time.time_ns()))
-    while not os.path.exists(control + ".release"):
-        time.sleep(0.02)
-    for span in rounds:
-        span.end()
-    session.end()
+    with tracer.span("coordination.session", attributes={"massgen.task": "live"}) as session:
+        rounds = []
+        for i in range(agents):
+            agent = "agent_" + "abcdefgh"[i]
+            attributes = {"massgen.agent_id": agent, "round": 0}
+            rounds.append(tracer.start_span(f"agent.{agent}.round_0", attributes))
+        with tracer.span("llm.quick.call", attributes={"massgen.agent_id": "agent_a"}):
+            pass  # one span that ended: the run has something in `records` too
+        with open(control + ".tmp", "w") as out:
+            out.write(format(session.span_context.trace_id, "032x") + " " + str(time.time_ns()))
+        os.replace(control + ".tmp", control + ".started")
+        while not os.path.exists(control + ".release"):
+            time.sleep(0.02)
+        for span in rounds:
+            span.end()
     mastrace.shutdown()
     open(control + ".done", "w").close()
     """
@@ -81,7 +80,7 @@ def live_run(store: Path, control: Path, agents: int = 3) -> Iterator[LiveRun]:
     started = control.parent / (control.name + ".started")
     try:
         deadline = time.monotonic() + WAIT
-        while not started.exists() or not started.read_text().strip():
+        while not started.exists():
             assert proc.poll() is None, "the live run stopped before its rounds started"
             assert time.monotonic() < deadline, "the live run did not start"
             time.sleep(0.02)
