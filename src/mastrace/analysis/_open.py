@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from .. import semconv
+from ..exceptions import StoreError
 from ..store._schema import read_json_sql, view_sql
 from ..store.reader import pending_files, readable_files
 from ._spans import SpanRow, span_row
@@ -56,9 +57,21 @@ def open_spans(store: TraceStore, trace_id: str | None = None) -> list[SpanRow]:
 
     Each has `state` set (`running` or `unfinished`) and its end equal to its start.
     """
-    found: list[SpanRow] = []
     if not getattr(store, "paths", None):
-        return found  # another source (ClickHouse, a Query API) has no start records
+        return []  # another source (ClickHouse, a Query API) has no start records
+    for attempt in (1, 2):
+        try:
+            return _read_open(store, trace_id)
+        except StoreError:
+            # A writer that shut down deleted its pending file meanwhile: list them again. Start
+            # records are a view of what runs now, never a reason for a page or command to fail.
+            if attempt == 2:
+                return []
+    return []
+
+
+def _read_open(store: TraceStore, trace_id: str | None) -> list[SpanRow]:
+    found: list[SpanRow] = []
     files = pending_files(store.paths)
     for state, running in ((RUNNING, True), (UNFINISHED, False)):
         names = readable_files([str(f.path) for f in files if f.running == running])
