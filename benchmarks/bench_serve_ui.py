@@ -92,7 +92,7 @@ tracer = mastrace.get_tracer("live")
 with tracer.span("coordination.session"):
     time.sleep(0.5)
     started = time.time_ns()
-    rounds = [tracer.start_span(f"agent.agent_{a}.round_0", {"massgen.agent_id": "agent_" + a}) for a in "abc"]
+    rounds = [tracer.start_span(f"agent.agent_{a}.round_0", {"massgen.agent_id": a}) for a in "abc"]
     with open(control + ".tmp", "w") as out:
         out.write(str(started))
     os.replace(control + ".tmp", control)
