@@ -33,9 +33,10 @@ def test_a_live_runs_started_rounds_show_by_name_then_end(
         assert page.locator(".row.pending").count() == 0  # no anonymous placeholder
         session = page.locator(_row("coordination.session", "running"))
         assert session.locator(".state").text_content() == "running"
-        assert page.locator(_row("agent.agent_b.round_0")).locator(".name").get_attribute("style") == (
-            "padding-left: 1.35rem;"
-        )  # one level below the session
+        depth = (
+            page.locator(_row("agent.agent_b.round_0")).locator(".name").evaluate("n => n.style.paddingLeft")
+        )
+        assert depth == "1.35rem"  # one level below the session
         assert "so far" in (page.text_content("#s-duration") or "")
         page.click(_row("agent.agent_b.round_0"))
         page.wait_for_selector("#details tr[data-key='massgen.agent_id']", timeout=WAIT_MS)
