@@ -128,3 +128,42 @@ def test_start_records_change_no_answer_of_the_guides_queries(tmp_path: Path) ->
     assert answers() == before
     with TraceStore(seed.path) as traces:
         assert traces.runs() == runs_before
+
+
+FORKED = """
+import os, sys, time
+from opentelemetry.sdk.trace import TracerProvider
+from mastrace.store import LocalStoreExporter
+
+store, release = sys.argv[1], sys.argv[2]
+writer = LocalStoreExporter(store)
+span = TracerProvider().get_tracer("t").start_span("left.open")
+assert writer.export_pending([span]) == 1
+if os.fork() == 0:  # the child outlives its parent's writer
+    while not os.path.exists(release):
+        time.sleep(0.02)
+    os._exit(0)
+writer.shutdown()  # the span is still open: its start record stays, no longer held by this writer
+print("ready", flush=True)
+os.wait()
+"""
+
+
+def test_a_forked_child_does_not_keep_its_parents_open_spans_running(tmp_path: Path) -> None:
+    """Once the writer that recorded a span's start is gone, the span is unfinished, even while a
+    child forked from that process still runs."""
+    import subprocess
+    import sys
+
+    store, release = tmp_path / "store", tmp_path / "release"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", FORKED, str(store), str(release)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        (pending,) = pending_files(store)
+        assert not pending.running
+        assert [s.state for s in _open(store)] == ["unfinished"]
+    finally:
+        release.touch()
+        proc.wait(timeout=120)

@@ -48,6 +48,7 @@ import os
 import socket
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -168,6 +169,11 @@ class LocalStoreExporter(SpanExporter):
         self._pending: Path | None = None
         self._pending_pid = 0
         self._open_ids: set[int] = set()  # span ids with a start record whose end is not written yet
+        if hasattr(os, "register_at_fork"):
+            # A forked child must not keep its parent's pending file held: once the parent dies, its
+            # open spans read as unfinished, however long the child lives.
+            forget = weakref.WeakMethod(self._forget_pending)
+            os.register_at_fork(after_in_child=lambda: (method := forget()) is not None and method())
         # Opening now means a reader sees this writer's (empty) segment before the first span, and
         # an unusable path fails here rather than on the export thread.
         try:
@@ -280,6 +286,14 @@ class LocalStoreExporter(SpanExporter):
             hold(self._pending_fd)
             self._pending, self._pending_pid = pending, pid
         return self._pending_fd
+
+    def _forget_pending(self) -> None:
+        """In a forked child: close the parent's pending file (the child writes its own)."""
+        fd, self._pending_fd, self._pending = self._pending_fd, None, None
+        self._open_ids = set()
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def _close_pending(self) -> None:
         """Close the pending file; delete it when none of its spans is still open."""
