@@ -162,6 +162,27 @@ def test_the_other_tools_answer(store: Store) -> None:
     assert out["diff"][1].strip()
 
 
+def test_diff_says_what_happened_differently(tmp_path: Path) -> None:
+    """The MCP `diff` of two runs with different winners names the winners, the votes, the changed
+    rounds and the span trees' differences, as `mastrace diff` does."""
+    from outcome_runs import write_two_runs
+
+    store = tmp_path / "outcomes"
+    a, b = write_two_runs(store)
+
+    async def body(session: ClientSession) -> tuple[bool, str]:
+        return await _text(session, "diff", a=a, b=b)
+
+    is_error, text = _session(store, body)
+    assert not is_error, text
+    lines = text.splitlines()
+    assert "  winner: agent_a → agent_b  (changed)" in lines
+    assert "  votes A: agent_b → agent_a, agent_c → agent_a" in lines
+    assert "  votes B: agent_a → agent_b, agent_c → agent_b" in lines
+    assert "    agent_c round 1: vote agent_a → vote agent_b" in lines
+    assert "  - coordination.session / agent.agent_c.round_0 / mcp.search.query  (2 span(s))" in lines
+
+
 MALFORMED = [
     ("arbitrary_query", {"query": 42}, "valid string"),
     ("arbitrary_query", {}, "query"),

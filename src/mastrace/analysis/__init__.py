@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from ._kinds import format_cost
     from ._markdown import render_markdown
     from ._model import Report
+    from ._open import OpenRun, open_runs, open_spans, with_open_runs
     from ._prefix import render_trace
     from ._report import build_report
     from ._select import check_read_only
@@ -74,6 +75,10 @@ _LAZY = {
     "format_cost": "._kinds",
     "render_markdown": "._markdown",
     "Report": "._model",
+    "OpenRun": "._open",
+    "open_runs": "._open",
+    "open_spans": "._open",
+    "with_open_runs": "._open",
     "render_trace": "._prefix",
     "build_report": "._report",
     "SourceStore": "._source",
@@ -94,6 +99,7 @@ __all__ = [
     "CoordinationGraph",
     "ExperimentSummary",
     "Gathered",
+    "OpenRun",
     "OutcomeDiff",
     "Report",
     "RunDiff",
@@ -110,6 +116,8 @@ __all__ = [
     "gather",
     "list_experiments",
     "open_clickhouse",
+    "open_runs",
+    "open_spans",
     "read_outcome_diff",
     "render_comparison",
     "render_diff",
@@ -123,4 +131,5 @@ __all__ = [
     "render_tree",
     "source_url",
     "trace_scores",
+    "with_open_runs",
 ]

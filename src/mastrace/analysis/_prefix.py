@@ -31,6 +31,7 @@ from ..exceptions import StoreError
 from ..store._lines import MAX_LINE_BYTES
 from ..store._schema import COLUMNS, VALID_ROW_SQL, read_json_sql, read_skeleton_sql
 from ..store.reader import SkeletonFile, compacted_files, readable_files, skeleton_files
+from ._open import open_spans
 from ._spans import SpanRow, span_from_line
 from ._store import TraceStore
 from ._tree import CYCLE_NOTE, REUSED_NOTE, TreeNode, cycle_entries, span_line
@@ -216,9 +217,10 @@ def read_prefix(store: TraceStore, trace_id: str, max_spans: int | None) -> Trac
             paired, alone = [], [f.segment for f in paired] + alone
             _copy_skeleton(store, trace_id, paired, alone, compacted)
         files = [str(f.segment) for f in paired] + [str(p) for p in alone] + [str(p) for p in compacted]
+        opened = _add_open(store, trace_id)
     else:
         store.execute(f"CREATE OR REPLACE TEMP TABLE {_SKELETON} AS {_FROM_RECORDS}", {"trace": trace_id})
-        files = []
+        files, opened = [], {}
     try:
         notes = _once(store)
         total, origin, end, errors = store.table(_TOTALS_SQL)[1][0]
@@ -235,7 +237,9 @@ def read_prefix(store: TraceStore, trace_id: str, max_spans: int | None) -> Trac
     truncated = max_spans is not None and len(order) > max_spans
     if truncated:
         order = order[: max(0, max_spans or 0)]
-    full = _read_spans(store, trace_id, [kept for kept, _ in order], files)
+    ended = [kept for kept, _ in order if f"{kept.span_id:016x}" not in opened]
+    full = _read_spans(store, trace_id, ended, files)
+    full.update(opened)
     shown = []
     for kept, depth in order:
         span_id = f"{kept.span_id:016x}"
@@ -243,6 +247,23 @@ def read_prefix(store: TraceStore, trace_id: str, max_spans: int | None) -> Trac
         shown.append(TreeNode(row, depth, note=notes.get(kept.span_id, "")))
     last = [kept.rank == kept.n - 1 for kept, _ in order]
     return TracePrefix(shown, last, int(total), int(origin), int(end), int(errors or 0), truncated)
+
+
+def _add_open(store: TraceStore, trace_id: str) -> dict[str, SpanRow]:
+    """Add the trace's open spans (started, not ended: see `_open`) to `_SKELETON`; return them by id."""
+    opened = {span.span_id: span for span in open_spans(store, trace_id)}
+    if opened:
+        spans = list(opened.values())
+        store.execute(
+            f"INSERT INTO {_SKELETON} SELECT unnest($i::UBIGINT[]), unnest($p::UBIGINT[]), "
+            "unnest($s::BIGINT[]), unnest($s::BIGINT[]), false, NULL, NULL",
+            {
+                "i": [int(s.span_id, 16) for s in spans],
+                "p": [int(s.parent_span_id, 16) if s.parent_span_id else None for s in spans],
+                "s": [s.start_us for s in spans],
+            },
+        )
+    return opened
 
 
 def _once(store: TraceStore) -> dict[int, str]:

@@ -41,6 +41,9 @@ class SpanRow:
     scope_version: str | None = None
     service_name: str | None = None
     resource: dict[str, Any] = field(default_factory=dict)
+    state: str = ""
+    """Empty for a span that ended; `running` for one still open in a running process, `unfinished`
+    for one whose process ended first (killed, or exited without ending it): see `open_spans`."""
 
     @property
     def label(self) -> str:

@@ -211,7 +211,9 @@ def span_line(node: TreeNode, origin_us: int) -> str:
     span = node.span
     mark = "✗ " if span.is_error else ""
     timing = f"+{format_duration((span.start_us - origin_us) / 1e6)}"
-    if span.span_type == "log" or span.end_us == span.start_us:
+    if span.state:  # started and not ended: still running, or left open by a process that ended
+        parts = [f"{mark}{span.label}", f"… {span.state}", f"({timing})"]
+    elif span.span_type == "log" or span.end_us == span.start_us:
         parts = [f"{mark}{span.label}", f"• {timing}"]
     else:
         parts = [f"{mark}{span.label}", format_duration(span.duration), f"({timing})"]
@@ -258,15 +260,23 @@ def _render(roots: Sequence[TreeNode], total: int, origin: int, max_spans: int |
     return "\n".join(lines) + "\n"
 
 
-def render_runs(runs: Sequence[RunSummary], *, marks: Mapping[str, str] | None = None) -> str:
-    """The runs as a text table: trace id, ref, root span, start (UTC), duration, spans, errors, tokens, cost.
+def render_runs(
+    runs: Sequence[RunSummary],
+    *,
+    marks: Mapping[str, str] | None = None,
+    states: Mapping[str, str] | None = None,
+) -> str:
+    """The runs as a text table: trace id, ref, root span, start (UTC), duration, spans, errors, tokens,
+    cost, and a `state` column when any run has spans still open.
 
     Args:
         runs: The runs, newest first.
         marks: Trace id → what to show in the `ref` column (`latest`, `previous`).
+        states: Trace id → `running` or `unfinished`, for runs with open spans (see `open_runs`).
     """
     marks = marks or {}
-    rows = [
+    states = states or {}
+    rows: list[tuple[str, ...]] = [
         (
             r.trace_id,
             marks.get(r.trace_id, ""),
@@ -293,4 +303,7 @@ def render_runs(runs: Sequence[RunSummary], *, marks: Mapping[str, str] | None =
         "tokens",
         "cost",
     ]
-    return text_table(headers, rows, align="llllrrrrr")
+    if any(r.trace_id in states for r in runs):
+        headers.append("state")
+        rows = [(*row, states.get(r.trace_id, "")) for row, r in zip(rows, runs, strict=True)]
+    return text_table(headers, rows, align="llllrrrrrl"[: len(headers)])

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import duckdb
 
 from ..analysis import SourceStore, TraceStore, check_read_only, render_runs, source_url
-from ..exceptions import MastraceError
+from ..exceptions import MastraceError, StoreError
 from ..store._clickhouse import is_clickhouse_url
 from ..store._limits import QueryLimits, cap_process_memory
 from ..store._retention import parse_size
@@ -143,14 +143,24 @@ def _one_statement(sql: str) -> None:
 
 def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
     """List runs (one per trace), newest first."""
+    from ..analysis import open_runs, with_open_runs
+
     with open_store(args) as store, progress("reading runs"):
-        runs = store.runs(limit=args.limit)
-        marks = store.aliases(runs, args.limit)
+        opened = open_runs(store)  # runs with spans started and not ended: running, or left unfinished
+        try:
+            runs = store.runs(limit=args.limit)
+            marks = store.aliases(runs, args.limit)
+        except StoreError:
+            if not opened:
+                raise
+            runs, marks = [], {}  # nothing ended yet, but runs have started
+        runs = with_open_runs(runs, opened)
+    states = {trace_id: run.state for trace_id, run in opened.items()}
     if args.format == "json":
-        rows = [{**vars(r), "ref": marks.get(r.trace_id)} for r in runs]
+        rows = [{**vars(r), "ref": marks.get(r.trace_id), "state": states.get(r.trace_id)} for r in runs]
         out.write(json.dumps(rows, indent=2, default=json_default) + "\n")
         return 0
-    out.write(render_runs(runs, marks=marks))
+    out.write(render_runs(runs, marks=marks, states=states))
     return 0
 
 

@@ -156,7 +156,8 @@ def build_server(
 
     @server.tool(annotations=read_only)
     def diff(a: TraceRef, b: TraceRef) -> str:
-        """Compare two runs: configuration changes and duration, token and cost differences."""
+        """Compare two runs: configuration changes, duration, token, cost and score differences, and what
+        happened differently (winner, votes, answers, per-round outcomes, added/removed/slower spans)."""
         return answer(tools.diff, a, b)
 
     @server.tool(annotations=read_only)

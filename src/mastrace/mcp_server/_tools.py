@@ -22,8 +22,10 @@ from ..analysis import (
     TraceStore,
     build_report,
     diff_reports,
+    read_outcome_diff,
     render_diff,
     render_markdown,
+    render_outcome_diff,
     render_runs,
     render_trace,
 )
@@ -310,7 +312,8 @@ class Tools:
             return self._noted(store, bounded_text(text))
 
     def diff(self, a: str, b: str) -> str:
-        """Configuration, duration, token and cost differences between two runs."""
+        """Configuration, duration, token and cost differences between two runs, then what happened
+        differently (winner, votes, answers, per-round outcomes, the span trees), as `mastrace diff`."""
         with self._store() as store:
             first, second = store.resolve(_trace_ref(a)), store.resolve(_trace_ref(b))
             from ..analysis._compare import trace_scores
@@ -321,4 +324,5 @@ class Tools:
                 scores_a=trace_scores(store, first),
                 scores_b=trace_scores(store, second),
             )
-            return self._noted(store, bounded_text(render_diff(result)))
+            outcomes = render_outcome_diff(read_outcome_diff(store, first, second))
+            return self._noted(store, bounded_text(render_diff(result) + "\n" + outcomes))

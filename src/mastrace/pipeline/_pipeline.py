@@ -6,6 +6,11 @@ ending a span is one append per destination; scrubbing, capping and serialising 
 destination's thread. Every span is counted exactly once as exported, dropped (queue full or
 abandoned at shutdown) or failed (the exporter said so or raised); until then it is pending.
 `force_flush()` reports those counts truthfully.
+
+A destination whose exporter also takes the spans still open (`export_pending`, the local store)
+is handed them on its own thread after each drain, once each: the caller's cost of starting a span
+stays one dict insert (`Pipeline.on_start`). Those start records are not counted: a span counts once,
+when it ends.
 """
 
 from __future__ import annotations
@@ -138,6 +143,9 @@ class Destination:
         self.ready = threading.Event()
         if synchronous or prepare is None:
             self.ready.set()  # a synchronous destination prepares on first use, on the caller's thread
+        # Set by `Pipeline` when the exporter takes open spans: the spans started and not yet ended.
+        self.open_spans: Callable[[], list[Span]] | None = None
+        self._shown: set[int] = set()  # open spans already handed to `export_pending`
         self._start_worker()
 
     def _start_worker(self) -> None:
@@ -155,6 +163,7 @@ class Destination:
         self._stopping = False
         self._in_flight = 0
         self.exported = self.dropped = self.failed = 0
+        self._shown = set()
         prepared = self.ready.is_set()  # what the parent built before the fork, the child has too
         self.ready = threading.Event()
         if prepared or self.synchronous or self._prepare is None:
@@ -194,8 +203,32 @@ class Destination:
             self._wake.wait(pause)
             self._wake.clear()
             self._drain()
+            if self.open_spans is not None:
+                self._export_open()
             if self._stopping and not self._queue:
                 return
+
+    def _export_open(self) -> None:
+        """Hand the exporter the spans open now that it has not had yet (their start records)."""
+        try:
+            source = self.open_spans
+            export = getattr(self.exporter, "export_pending", None)
+            if source is None or export is None:
+                return
+            shown, kept, fresh = self._shown, set(), []
+            for span in source():
+                ctx = span.get_span_context()
+                span_id = ctx.span_id
+                if span_id in shown or not ctx.trace_flags.sampled:
+                    kept.add(span_id)
+                elif span.end_time is None and (snapshot := _snapshot(span)) is not None:
+                    fresh.append(snapshot)
+                    kept.add(span_id)
+            self._shown = kept  # what ended is forgotten: the set stays as small as what is open
+            if fresh:
+                export([self._transform(s) for s in fresh] if self._transform else fresh)
+        except Exception as exc:  # start records are a courtesy: never let them stop the export
+            log_internal_error(f"exporting open spans to {self.name}", exc)
 
     def _run_prepare(self) -> None:
         try:
@@ -343,6 +376,28 @@ class Destination:
         return DestinationStats(self.name, exported, dropped, failed, self.pending())
 
 
+def _snapshot(span: Span) -> ReadableSpan | None:
+    """A copy of the open `span` as it is now, or None when its caller changed it meanwhile (the
+    next flush tries again): the transform must not read values another thread is writing."""
+    try:
+        return ReadableSpan(
+            name=span.name,
+            context=span.context,
+            parent=span.parent,
+            resource=span.resource,
+            attributes=dict(span.attributes or {}),
+            events=tuple(span.events),
+            links=tuple(span.links),
+            kind=span.kind,
+            status=span.status,
+            start_time=span.start_time,
+            end_time=None,
+            instrumentation_scope=span.instrumentation_scope,
+        )
+    except RuntimeError:  # "changed size during iteration"
+        return None
+
+
 class Pipeline(SpanProcessor):
     """Fans finished spans out to destinations and remembers which spans are still open."""
 
@@ -352,6 +407,10 @@ class Pipeline(SpanProcessor):
         # every result then says complete=False rather than pretending all was delivered.
         self.delivers = delivers
         self._open: dict[int, Span] = {}
+        for destination in self.destinations:
+            takes_open = getattr(destination.exporter, "export_pending", None) is not None
+            if takes_open and not destination.synchronous:
+                destination.open_spans = self.open_spans
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         open_spans = self._open

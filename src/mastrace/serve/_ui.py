@@ -94,12 +94,21 @@ def ui_routes(store: Path, pool: Executor | None = None, source: str | None = No
     from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
     from starlette.routing import Route
 
-    from ..analysis import TraceStore, build_report, diff_reports, render_markdown, render_trace_html
+    from ..analysis import (
+        TraceStore,
+        build_report,
+        diff_reports,
+        open_runs,
+        open_spans,
+        render_markdown,
+        render_trace_html,
+        with_open_runs,
+    )
     from ..analysis._diff_outcomes import read_outcome_diff
     from ..analysis._graph import build_graph
     from ..exceptions import StoreError
     from ..store._limits import QueryLimits
-    from ._ui_pages import linked_spans, report_page, waterfall_rows
+    from ._ui_pages import linked_spans, open_rows, report_page, waterfall_rows
 
     # One DuckDB thread a read (intake keeps the other cores), 1 GB, 30 s.
     limits = QueryLimits(timeout=30.0, memory=1000**3, max_rows=None, threads=1)
@@ -136,14 +145,25 @@ def ui_routes(store: Path, pool: Executor | None = None, source: str | None = No
         if source is None and not (store / "segments").is_dir():
             return [], {}
         with open_store() as traces:
+            # Runs with spans started and not ended: running, or left unfinished by their process.
+            opened = open_runs(traces) if source is None else {}
             if source is not None:
                 found = traces.runs(limit=500) if traces.newest_traces(1) else []  # type: ignore[attr-defined]
-            elif not traces.rows("SELECT 1 AS one FROM records LIMIT 1"):  # no spans yet
-                return [], counted(traces)
+            elif not traces.rows("SELECT 1 AS one FROM records LIMIT 1"):  # no span ended yet
+                if not opened:
+                    return [], counted(traces)
+                found = []
             else:
                 found = traces.runs(limit=500)  # a failure is an error, not "no runs"
-            marks = traces.aliases(found, 500)
-            runs = [{**vars(run), "ref": marks.get(run.trace_id)} for run in found]
+            marks = traces.aliases(found, 500) if found else {}
+            runs = [
+                {
+                    **vars(run),
+                    "ref": marks.get(run.trace_id),
+                    "state": getattr(opened.get(run.trace_id), "state", None),
+                }
+                for run in with_open_runs(found, opened)
+            ]
             if text or errors:
                 like = f"%{text}%"
                 params = [text or None, like, like, like, errors]
@@ -155,13 +175,17 @@ def ui_routes(store: Path, pool: Executor | None = None, source: str | None = No
         with open_store() as traces:
             trace_id = traces.resolve(ref)
             ((count, newest),) = traces.table(_SPANS_SUMMARY_SQL, [trace_id])[1]
-            if not count:
+            # Every open span each time (they are few): the page drops those no longer open.
+            opened = open_spans(traces, trace_id) if source is None else []
+            if not count and not opened:
                 traces.require_trace(trace_id, found=False)
             # Only what ended since the page's newest span (less a margin): the page has the rest.
             rows = waterfall_rows(traces, trace_id, since_us - _SLACK_US if since_us else None)
+            last = max([int(newest or 0), *(s.start_us for s in opened)])
             reply: dict[str, Any] = {
                 "trace_id": trace_id,
                 "spans": rows,
+                "open": open_rows(opened, time.time_ns() // 1000, last),
                 "count": int(count),
                 "newest_us": int(newest or 0),
             }
@@ -176,11 +200,14 @@ def ui_routes(store: Path, pool: Executor | None = None, source: str | None = No
         with open_store() as traces:
             trace_id = traces.resolve(ref)
             found = traces.spans(trace_id, only=[span_id])
+            if not found and source is None:  # a span that started and has not ended
+                found = [s for s in open_spans(traces, trace_id) if s.span_id == span_id]
             if not found:
                 return None, counted(traces)
             span = found[0]
             return {
                 **_light(span),
+                "open": span.state or None,
                 "duration": span.duration,
                 "message": span.message,
                 "attributes": span.attributes,

@@ -14,9 +14,10 @@ from typing import Any, Final
 from .. import semconv
 from ..analysis._graph import CoordinationGraph
 from ..analysis._kinds import span_category
+from ..analysis._spans import SpanRow
 from ..analysis._store import TraceStore
 
-__all__ = ["KEY_ATTRIBUTES", "linked_spans", "report_page", "waterfall_rows"]
+__all__ = ["KEY_ATTRIBUTES", "linked_spans", "open_rows", "report_page", "waterfall_rows"]
 
 # The attributes a row shows inline (and the run summary adds up), by their short name in the page.
 KEY_ATTRIBUTES: Final[dict[str, tuple[str, ...]]] = {
@@ -121,6 +122,43 @@ def waterfall_rows(
                 keys["cost"] = cost
             if keys:
                 row["keys"] = keys
+        out.append(row)
+    return out
+
+
+def _as_text(value: Any) -> str | None:
+    """An attribute value as `json_extract_string` gives it (what `_keys` reads)."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    return json.dumps(value)
+
+
+def open_rows(spans: list[SpanRow], now_us: int, last_us: int) -> list[dict[str, Any]]:
+    """The waterfall's rows of spans that started and have not ended (see `analysis._open`): as
+    `waterfall_rows` gives them, with `open` (`running` or `unfinished`); a running span's bar reaches
+    `now_us`, an unfinished one's the trace's last end (`last_us`)."""
+    out = []
+    for span in spans:
+        end = now_us if span.state == "running" else last_us
+        row: dict[str, Any] = {
+            "span_id": span.span_id,
+            "name": span.name,
+            "start_us": span.start_us,
+            "end_us": max(span.start_us, end),
+            "kind": span_category(span.name, span.span_type),
+            "open": span.state,
+        }
+        if span.parent_span_id:
+            row["parent"] = span.parent_span_id
+        if span.message and span.message != span.name:
+            row["label"] = span.message
+        values = [_as_text(span.attributes.get(key)) for keys in KEY_ATTRIBUTES.values() for key in keys]
+        if keys := _keys(values):
+            row["keys"] = keys
         out.append(row)
     return out
 

@@ -34,6 +34,7 @@ __all__ = [
     "COLUMN_NAMES",
     "LATEST_FIRST_SQL",
     "ORIGIN",
+    "PENDING_DIR",
     "ROOTS_DIR",
     "ROOTS_VIEW_NAME",
     "SEGMENTS_DIR",
@@ -62,6 +63,10 @@ VIEW_NAME: Final = "records"
 ROOTS_VIEW_NAME: Final = "roots"
 SEGMENTS_DIR: Final = "segments"
 ROOTS_DIR: Final = "roots"
+PENDING_DIR: Final = "pending"
+"""Where writers put the start records of spans still open at a flush (see `_writer`): never read by
+the `records` view, so no count or answer of its SQL changes; readers merge them with the spans that
+ended (`TraceStore.open_spans`)."""
 SEGMENT_SUFFIX: Final = ".ndjson"
 SKELETON_DIR: Final = "skeleton"
 SKELETON_SUFFIX: Final = ".csv"

@@ -28,6 +28,16 @@ can find runs without scanning every span. The roots file is created before its 
 reader never sees a segment without it; when a write fails the roots file is deleted, and readers
 fall back to scanning the segments for as long as any segment has none. A writer killed between
 the two writes leaves that batch's roots out of the roots file.
+
+Pending spans: the export thread hands `export_pending()` the spans still open at a flush, once
+each, and their start records (the same line, with `end_ns` equal to `start_ns`) go to
+
+    <store>/pending/<hostname>-<pid>-<unix_ns>.ndjson       one file per writing process
+
+which the writer holds locked while it runs, so that readers tell a running span (its writer holds
+the file) from an unfinished one (its process ended first: killed, or exited without ending it).
+The `records` view never reads that folder; readers merge its lines with the spans that ended. A
+writer that shuts down with none of its pending spans still open deletes the file.
 """
 
 from __future__ import annotations
@@ -38,6 +48,7 @@ import os
 import socket
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -50,6 +61,7 @@ from ._bound import DEFAULT_MAX_ROW_BYTES, check_max_row_bytes
 from ._retention import Retention, hold, prune
 from ._rows import EncodedBatch, RowEncoder
 from ._schema import (
+    PENDING_DIR,
     ROOTS_DIR,
     SEGMENT_SUFFIX,
     SEGMENTS_DIR,
@@ -152,6 +164,16 @@ class LocalStoreExporter(SpanExporter):
         self._size = 0
         self._seq = 0
         self._closed = False
+        self.pending_dir = self.path / PENDING_DIR
+        self._pending_fd: int | None = None
+        self._pending: Path | None = None
+        self._pending_pid = 0
+        self._open_ids: set[int] = set()  # span ids with a start record whose end is not written yet
+        if hasattr(os, "register_at_fork"):
+            # A forked child must not keep its parent's pending file held: once the parent dies, its
+            # open spans read as unfinished, however long the child lives.
+            forget = weakref.WeakMethod(self._forget_pending)
+            os.register_at_fork(after_in_child=lambda: (method := forget()) is not None and method())
         # Opening now means a reader sees this writer's (empty) segment before the first span, and
         # an unusable path fails here rather than on the export thread.
         try:
@@ -203,6 +225,8 @@ class LocalStoreExporter(SpanExporter):
             self._fail(batch.failed, "encode", ValueError(f"{batch.failed} malformed span(s)"))
         if not batch.data:
             return 0
+        if self._open_ids:
+            self._ended(spans)
         try:
             with self._lock:
                 self._append(batch)
@@ -218,6 +242,70 @@ class LocalStoreExporter(SpanExporter):
             self._fail(batch.encoded, "write", exc)
             return 0
 
+    def export_pending(self, spans: Sequence[ReadableSpan]) -> int:
+        """Append the start records of `spans`, still open, to this process's pending file; never
+        raises. Returns how many were written (0 when the store cannot be written: nothing is counted,
+        the span's end record is what counts)."""
+        if self._closed or not spans:
+            return 0
+        try:
+            data, failed = self._encoder.encode(spans, time.time_ns())
+            if not data:
+                return 0
+            with self._lock:
+                fd = self._pending_file()
+                _write_all(fd, data)
+                self._open_ids.update(span.context.span_id for span in spans if span.context is not None)
+            return len(spans) - failed
+        except Exception as exc:
+            warn_once(
+                "store.pending",
+                f"mastrace: could not write the pending spans of the local store at {self.path}: {exc!r}; "
+                "spans still show once they end",
+            )
+            return 0
+
+    def _ended(self, spans: Sequence[ReadableSpan]) -> None:
+        """Forget the pending spans among `spans`, which ended."""
+        with self._lock:
+            open_ids = self._open_ids
+            for span in spans:
+                ctx = span.context
+                if ctx is not None:
+                    open_ids.discard(ctx.span_id)
+
+    def _pending_file(self) -> int:
+        """The descriptor of this process's pending file, created (and held) on first use."""
+        pid = os.getpid()
+        if self._pending_fd is None or self._pending_pid != pid:
+            # A forked child writes a file of its own; its parent's spans are not its own.
+            self._open_ids = set()
+            _own_folder(self.pending_dir)
+            pending = self.pending_dir / f"{self._host}-{pid}-{time.time_ns()}{SEGMENT_SUFFIX}"
+            self._pending_fd = os.open(pending, _OPEN_FLAGS, 0o644)
+            hold(self._pending_fd)
+            self._pending, self._pending_pid = pending, pid
+        return self._pending_fd
+
+    def _forget_pending(self) -> None:
+        """In a forked child: close the parent's pending file (the child writes its own)."""
+        fd, self._pending_fd, self._pending = self._pending_fd, None, None
+        self._open_ids = set()
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def _close_pending(self) -> None:
+        """Close the pending file; delete it when none of its spans is still open."""
+        fd, self._pending_fd = self._pending_fd, None
+        if fd is None or self._pending_pid != os.getpid():
+            return
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        if not self._open_ids and self._pending is not None:
+            with contextlib.suppress(OSError):
+                self._pending.unlink()
+
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Nothing is buffered in the process: every exported span is already in the kernel's hands."""
         return not self._closed
@@ -227,6 +315,7 @@ class LocalStoreExporter(SpanExporter):
         with self._lock:
             self._closed = True
             self._close_segment()
+            self._close_pending()
 
     def _fail(self, count: int, stage: str, exc: BaseException) -> SpanExportResult:
         with self._lock:

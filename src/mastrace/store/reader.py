@@ -38,7 +38,9 @@ from ..exceptions import StoreError
 from ._limits import QueryLimits
 from ._lines import MAX_LINE_BYTES, long_lines, readable_copies_folder, readable_file
 from ._manifest import COMPACT_DIR, compact_generation, list_store
+from ._retention import held
 from ._schema import (
+    PENDING_DIR,
     ROOTS_DIR,
     ROOTS_VIEW_NAME,
     SEGMENT_SUFFIX,
@@ -57,6 +59,7 @@ from ._schema import (
 from ._sql_compat import portable_sql
 
 __all__ = [
+    "PendingFile",
     "SkeletonFile",
     "StoreHealth",
     "StorePaths",
@@ -65,6 +68,7 @@ __all__ = [
     "compacted_files",
     "connect",
     "default_store_path",
+    "pending_files",
     "query",
     "readable_files",
     "refresh_views",
@@ -193,16 +197,31 @@ def roots_complete(path: StorePaths = None) -> bool:
     return True
 
 
+class PendingFile(NamedTuple):
+    """A file of start records of spans that were open at a flush (see `store._writer`)."""
+
+    path: Path
+    running: bool
+    """Whether its writer still runs (it holds the file): its open spans are running, not unfinished."""
+
+
+def pending_files(path: StorePaths = None) -> list[PendingFile]:
+    """The pending files of the store(s) at `path` (default: `default_store_path()`), sorted by name."""
+    return [PendingFile(f, held(f)) for store in store_paths(path) for f in _files(store / PENDING_DIR)]
+
+
 def store_fingerprint(path: StorePaths = None) -> str:
-    """A text that changes whenever the store's segments, roots or compacted files do (names, sizes,
-    times): equal fingerprints mean equal contents, without reading them."""
+    """A text that changes whenever the store's segments, roots, pending or compacted files do
+    (names, sizes, times) or a pending file's writer ends: equal fingerprints mean equal contents,
+    without reading them."""
     parts = []
     for store in store_paths(path):
-        for folder in (SEGMENTS_DIR, ROOTS_DIR):
+        for folder in (SEGMENTS_DIR, ROOTS_DIR, PENDING_DIR):
             for file in _files(store / folder):
                 with contextlib.suppress(OSError):
                     stat = file.stat()
-                    parts.append(f"{file}:{stat.st_size}:{stat.st_mtime_ns}")
+                    running = f":{held(file)}" if folder == PENDING_DIR else ""
+                    parts.append(f"{file}:{stat.st_size}:{stat.st_mtime_ns}{running}")
         parts.extend(f"{store}:{name}" for name in compact_generation(store))
     return "\n".join(parts)
 
