@@ -49,6 +49,8 @@ COVERAGE: dict[str, tuple[str, ...]] = {
     "store/_limits.py": ("tests/cli/test_query.py",),
     "store/_sql_compat.py": ("tests/store/test_sql_compat.py", "tests/store/test_seed_queries.py"),
     "store/_compact.py": ("tests/store/test_compact.py",),
+    "store/_replay_compacted.py": ("tests/cli/test_push_compacted.py",),
+    "store/_writer.py": ("tests/store/test_pending.py",),
     "store/reader.py": ("tests/store/test_reader.py", "tests/store/test_concurrency.py"),
 }
 
