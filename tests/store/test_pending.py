@@ -140,9 +140,12 @@ writer = LocalStoreExporter(store)
 span = TracerProvider().get_tracer("t").start_span("left.open")
 assert writer.export_pending([span]) == 1
 if os.fork() == 0:  # the child outlives its parent's writer
+    open(release + ".started", "w").close()  # past the fork hooks
     while not os.path.exists(release):
         time.sleep(0.02)
     os._exit(0)
+while not os.path.exists(release + ".started"):  # however late the child is scheduled
+    time.sleep(0.02)
 writer.shutdown()  # the span is still open: its start record stays, no longer held by this writer
 print("ready", flush=True)
 os.wait()
