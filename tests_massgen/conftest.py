@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .fake_llm import Ledger, Plan, make_server
+from .fake_llm import FakeServer, Ledger, Plan, make_server
 
 # MassGen imports LiteLLM, which fetches its price table from the internet unless told not to.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -74,14 +74,23 @@ def run_massgen(
     interactive: bool = False,
     extra_config: str = "",
     instrument: str | None = None,
+    store: Path | None = None,
+    experiment: str | None = None,
+    server: FakeServer | None = None,
 ) -> Run:
     """Run `mastrace run -- massgen ...` against a fresh loopback server; several questions are
-    asked on standard input in one interactive session."""
+    asked on standard input in one interactive session. `store` (default: a new one in `tmp`) lets
+    several runs share a store; `experiment` is `mastrace run --experiment`; with `server` (already
+    serving), a new session of it answers, at the same address, and it is left running."""
     ledger = Ledger()
     plan = plan or Plan()
     plan.questions = questions
-    server = make_server(ledger, plan)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    shared = server is not None
+    if server is not None:
+        server.begin(ledger, plan)
+    else:
+        server = make_server(ledger, plan)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}/v1"
     try:
         config = write_config(tmp, url, models or MODELS, extra_config)
@@ -94,8 +103,10 @@ def run_massgen(
             "NO_COLOR": "1",
         }
         env.pop("MASTRACE_DIR", None)
-        store = tmp / "store"
+        store = store or tmp / "store"
         command = [str(MASTRACE), "run", "--store", str(store)]
+        if experiment is not None:
+            command += ["--experiment", experiment]
         if instrument is not None:
             command += ["--instrument", instrument]
         command += ["--", "massgen", "--automation", "--config", str(config)]
@@ -108,8 +119,9 @@ def run_massgen(
             command, cwd=tmp, env=env, input=stdin, capture_output=True, text=True, timeout=600
         )
     finally:
-        server.shutdown()
-        server.server_close()
+        if not shared:
+            server.shutdown()
+            server.server_close()
     return Run(store, ledger, done.stdout, done.stderr, done.returncode, config, tmp)
 
 

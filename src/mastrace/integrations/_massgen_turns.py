@@ -315,6 +315,11 @@ class SessionHandle:
                 del state.sessions[self.tracker_id]
         try:
             settle_votes(discarded=False)
+            # The run's outcome, as an experiment counts it: a failed turn is a failed run.
+            failed = exc is not None or self.failure is not None
+            self.session.span.set_attribute(
+                semconv.MASTRACE_EXPERIMENT_OUTCOME, "error" if failed else "success"
+            )
         finally:
             self.session.__exit__(type(exc) if exc is not None else None, exc, None)
 
