@@ -210,7 +210,7 @@ def test_the_matrix_colours_each_repetition_and_opens_its_run(server: IntakeServ
     # A cell opens its run.
     trace_id = traces[("A", "t2", 1)]
     opened.click(f"#matrix td.cell[data-trace-id='{trace_id}'] a")
-    opened.wait_for_selector(".row:has-text('experiment.run')")
+    opened.wait_for_selector(".row:has-text('Experiment run: task t2 repetition 1')")
     assert opened.url.endswith(f"/runs/{trace_id}")
 
 
