@@ -77,17 +77,19 @@ def run_massgen(
     store: Path | None = None,
     experiment: str | None = None,
     server: FakeServer | None = None,
+    api_key: str = "sk-test-not-a-real-key",
 ) -> Run:
     """Run `mastrace run -- massgen ...` against a fresh loopback server; several questions are
     asked on standard input in one interactive session. `store` (default: a new one in `tmp`) lets
     several runs share a store; `experiment` is `mastrace run --experiment`; with `server` (already
-    serving), a new session of it answers, at the same address, and it is left running."""
+    serving), a new session of it answers the requests carrying `api_key`, at the same address, and it
+    is left running."""
     ledger = Ledger()
     plan = plan or Plan()
     plan.questions = questions
     shared = server is not None
     if server is not None:
-        server.begin(ledger, plan)
+        server.begin(ledger, plan, api_key)
     else:
         server = make_server(ledger, plan)
         threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -99,7 +101,7 @@ def run_massgen(
         env = {
             **os.environ,
             "HOME": str(home),
-            "OPENAI_API_KEY": "sk-test-not-a-real-key",
+            "OPENAI_API_KEY": api_key,
             "NO_COLOR": "1",
         }
         env.pop("MASTRACE_DIR", None)

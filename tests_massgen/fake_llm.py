@@ -123,12 +123,19 @@ class _Session:
 
 class FakeServer(ThreadingHTTPServer):
     """The loopback server; `begin()` starts a new session at the same address (a new ledger, plan and
-    protocol state), so that several MassGen runs can share one `base_url`, and so one configuration."""
+    protocol state), so that several MassGen runs can share one `base_url`, and so one configuration.
+    A session begun for an API key answers the requests that carry it: runs started at once with
+    different keys each play their own session."""
 
     session: _Session
+    by_key: dict[str, _Session]
 
-    def begin(self, ledger: Ledger, plan: Plan | None = None) -> None:
-        self.session = _Session(ledger, plan or Plan())
+    def begin(self, ledger: Ledger, plan: Plan | None = None, api_key: str | None = None) -> None:
+        session = _Session(ledger, plan or Plan())
+        if api_key is None:
+            self.session = session
+        else:
+            self.by_key[api_key] = session
 
 
 def make_server(ledger: Ledger, plan: Plan | None = None, text_chunks: int = 5) -> FakeServer:
@@ -137,7 +144,8 @@ def make_server(ledger: Ledger, plan: Plan | None = None, text_chunks: int = 5) 
         server: FakeServer
 
         def do_POST(self) -> None:
-            session = self.server.session
+            key = self.headers.get("authorization", "").removeprefix("Bearer ").strip()
+            session = self.server.by_key.get(key, self.server.session)
             ledger, plan, answered = session.ledger, session.plan, session.answered
             used_tool, requests = session.used_tool, session.requests
             body = json.loads(self.rfile.read(int(self.headers.get("content-length", "0"))))
@@ -255,6 +263,7 @@ def make_server(ledger: Ledger, plan: Plan | None = None, text_chunks: int = 5) 
             return None
 
     server = FakeServer(("127.0.0.1", 0), Handler)
+    server.by_key = {}
     server.begin(ledger, plan)
     return server
 

@@ -1,8 +1,9 @@
 """A real MassGen experiment: two configurations (agent_b on `gpt-4o`, or on `gpt-4o-mini-2024-07-18`)
 × 3 questions × 2 repetitions, each repetition one interactive MassGen session under `mastrace run
---experiment`, all against one loopback server (one `base_url`, so one configuration hash per model
-mix). Per configuration, `mastrace compare`'s runs, tasks, repetitions, tokens and cost equal what the
-server's ledgers handed out and what MassGen's own log folders say. Run with `-s` to see the table.
+--experiment`, the four started at once against one loopback server (one `base_url`, so one
+configuration hash per model mix; each session told apart by its API key). Per configuration,
+`mastrace compare`'s runs, tasks, repetitions, tokens and cost equal what the server's ledgers handed
+out and what MassGen's own log folders say. Run with `-s` to see the table.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 import subprocess
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -37,22 +39,28 @@ def experiment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path,
     server = make_server(Ledger())
     threading.Thread(target=server.serve_forever, daemon=True).start()
     runs: dict[str, list[Run]] = {}
+
+    def session(name: str, rep: int) -> Run:
+        folder = root / f"{name}-{rep}"
+        folder.mkdir()
+        return run_massgen(
+            folder,
+            models=CONFIGS[name],
+            questions=QUESTIONS,
+            interactive=True,
+            store=store,
+            experiment=EXPERIMENT,
+            server=server,
+            api_key=f"sk-test-{name}-{rep}",
+        )
+
     try:
-        for name, models in CONFIGS.items():
-            for rep in range(REPETITIONS):
-                folder = root / f"{name}-{rep}"
-                folder.mkdir()
-                run = run_massgen(
-                    folder,
-                    models=models,
-                    questions=QUESTIONS,
-                    interactive=True,
-                    store=store,
-                    experiment=EXPERIMENT,
-                    server=server,
-                )
-                assert run.returncode == 0, run.stderr[-3000:]
-                runs.setdefault(name, []).append(run)
+        jobs = [(name, rep) for name in CONFIGS for rep in range(REPETITIONS)]
+        with ThreadPoolExecutor(len(jobs)) as pool:  # MassGen's start-up is mostly waiting
+            done = list(pool.map(lambda job: session(*job), jobs))
+        for (name, _), run in zip(jobs, done, strict=True):
+            assert run.returncode == 0, run.stderr[-3000:]
+            runs.setdefault(name, []).append(run)
     finally:
         server.shutdown()
         server.server_close()
