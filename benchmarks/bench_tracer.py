@@ -1,4 +1,6 @@
-"""Hot-path cost of a span: raw OTel SDK vs mastrace vs logfire, measured side by side.
+"""Hot-path cost of a span: raw OTel SDK vs mastrace vs logfire, measured side by side; and the cost
+of an experiment run's fields (task, repetition, configuration snapshot and hash) and an evaluation
+event on a run of ten spans, against the same run without them.
 
 Run: .venv/bin/python benchmarks/bench_tracer.py [--n 20000] [--rounds 7]
 """
@@ -172,8 +174,63 @@ def main() -> None:
             ),
         ]
     )
+    _experiment_case(args.n, args.rounds)
     loop.close()
     mastrace.shutdown()
+
+
+# What a run's configuration looks like (a MASEval-style snapshot: agents, a per-run task id and seed).
+_CONFIG = {
+    "agents": {"a": {"model": "gpt-4o", "temperature": 0.2, "max_tokens": 512, "tools": ["search", "calc"]}},
+    "benchmark": {"name": "bench"},
+    "task_id": "t1",
+    "seed": 7,
+}
+_SPANS_PER_RUN = 10
+
+
+def _experiment_case(n: int, rounds: int) -> None:
+    """One run = a root span and ten spans of work; with `experiment_run()` (the root gets the
+    experiment, task, repetition, configuration snapshot and hash, and its outcome) and one
+    `record_evaluation()` event, against a plain root span."""
+    import mastrace
+
+    tracer = mastrace.get_tracer("bench")
+
+    def work() -> None:
+        for _ in range(_SPANS_PER_RUN):
+            with tracer.span("llm.openai.chat"):
+                pass
+
+    def v_plain(runs: int) -> None:
+        for i in range(runs):
+            with tracer.span("experiment.run", attributes={"task": "t1", "repetition": i % 5}):
+                work()
+
+    def v_experiment(runs: int) -> None:
+        for i in range(runs):
+            with mastrace.experiment_run("t1", repetition=i % 5, experiment="bench", config=_CONFIG) as run:
+                work()
+                run.record_evaluation("correct", score=True)
+
+    runs = max(1, n // (_SPANS_PER_RUN + 1))
+    results = interleaved(
+        {
+            "run: root + 10 spans (plain root)": v_plain,
+            "run: experiment_run() + 10 spans + 1 evaluation": v_experiment,
+        },
+        runs,
+        rounds,
+    )
+    print(
+        f"\nµs per run ({_SPANS_PER_RUN} spans of work), median of {rounds} interleaved rounds of {runs} runs"
+    )
+    width = max(len(k) for k in results)
+    for name, us in results.items():
+        print(f"  {name:<{width}}  {us:8.2f} µs/run")
+    plain, experiment = results.values()
+    print(f"  added by the experiment fields and the evaluation: {experiment - plain:.2f} µs/run")
+    print_ratios([("experiment run / plain run (10 spans of work)", experiment, plain, "<=", 1.2)])
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ SCRIPTS = {
     "bench_serve_ui.py": ([], ["--repeat", "2"]),
     "bench_json.py": ([], ["--n", "2000"]),
     "bench_analyze.py": ([], ["--spans", "100000", "--repeat", "2"]),
+    "bench_compare.py": ([], ["--tasks", "20", "--writer", "synthetic", "--repeat", "2"]),
     "bench_query_api.py": ([], ["--sizes", "100000", "--repeat", "2"]),
     "bench_source_bounds.py": ([], ["--repeat", "1"]),
     "bench_massgen.py": ([], ["--rounds", "3"]),

@@ -1,13 +1,18 @@
 """Redraw the README's screenshots of `mastrace serve` in Debian's Chromium.
 
-Usage: `python docs/make_screenshots.py MASSGEN_STORE DEMO_STORE`, where MASSGEN_STORE holds a MassGen
-run (for example the store of `tests_massgen`'s run, or `mastrace run -- massgen --automation ...`) and
-DEMO_STORE two runs of `examples/coordination_demo.py` with different `--model`s. Writes
-`docs/serve-runs.png`, `docs/serve-waterfall.png`, `docs/serve-report.png` and `docs/serve-diff.png`.
+Usage: `python docs/make_screenshots.py MASSGEN_STORE DEMO_STORE [EXPERIMENT_STORE]`, where MASSGEN_STORE
+holds a MassGen run (for example the store of `tests_massgen`'s run, or `mastrace run -- massgen --automation
+...`) and DEMO_STORE two runs of `examples/coordination_demo.py` with different `--model`s. Writes
+`docs/serve-runs.png`, `docs/serve-waterfall.png`, `docs/serve-report.png` and `docs/serve-diff.png`, and the
+Experiments page's `docs/screens/experiments-configurations.png` and `docs/screens/experiments-matrix.png` of
+EXPERIMENT_STORE (written first, when it does not exist, with the README's experiment: two models × 10 tasks ×
+3 repetitions, seeded). `python docs/make_screenshots.py --experiments [EXPERIMENT_STORE]` redraws those
+two only.
 """
 
 from __future__ import annotations
 
+import random
 import sys
 from pathlib import Path
 
@@ -16,6 +21,7 @@ from playwright.sync_api import Page, sync_playwright
 from mastrace.serve import start_intake
 
 DOCS = Path(__file__).resolve().parent
+_EXPERIMENT_STORE = str(DOCS.parent / ".artifacts" / "experiment-store")
 
 
 def shoot(store: str, shots: dict[str, str], page: Page, select: str | None = None) -> None:
@@ -33,8 +39,54 @@ def shoot(store: str, shots: dict[str, str], page: Page, select: str | None = No
         server.stop()
 
 
+def write_experiment(store: Path) -> None:
+    """The README's experiment, seeded: two models × 10 tasks × 3 repetitions, a pass/fail and a number."""
+    import mastrace
+
+    rng = random.Random(7)
+    mastrace.configure(local=store, experiment="prompt-v2", service_name="experiment")
+    for model, p in (("gpt-4o", 0.8), ("gpt-4o-mini", 0.55)):
+        for task in [f"q{i}" for i in range(10)]:
+            for rep in range(3):
+                config = {"agents": {"solver": {"model": model, "temperature": 0.2}}}
+                with mastrace.experiment_run(task, repetition=rep, config=config) as run:
+                    run.record_evaluation("correct", score=rng.random() < p, evaluator="exact_match")
+                    run.record_evaluation("quality", score=round(rng.betavariate(4 * p, 2), 3))
+    mastrace.shutdown()
+
+
+def shoot_experiments(store: str, page: Page) -> None:
+    if not (Path(store) / "segments").is_dir():
+        write_experiment(Path(store))
+    server = start_intake(store, http_port=0, grpc_port=None)
+    try:
+        page.goto(
+            f"http://127.0.0.1:{server.http_port}/experiments"
+            "?experiment=prompt-v2&by=agents.solver.model&baseline=gpt-4o&score=correct"
+        )
+        page.wait_for_selector("#against:not([hidden]) tr.delta")
+        page.locator("#summary-section").screenshot(
+            path=str(DOCS / "screens" / "experiments-configurations.png")
+        )
+        page.select_option("#score", "quality")
+        page.wait_for_selector("#matrix-title:has-text('quality')")
+        page.locator("#matrix-section").screenshot(path=str(DOCS / "screens" / "experiments-matrix.png"))
+    finally:
+        server.stop()
+
+
 def main() -> None:
+    if sys.argv[1] == "--experiments":  # the Experiments page's screenshots only
+        with sync_playwright() as p:
+            browser = p.chromium.launch(
+                executable_path="/usr/bin/chromium", args=["--no-sandbox"], headless=True
+            )
+            page = browser.new_page(viewport={"width": 1500, "height": 1400})
+            shoot_experiments(sys.argv[2] if len(sys.argv) > 2 else _EXPERIMENT_STORE, page)
+            browser.close()
+        return
     massgen, demo = sys.argv[1], sys.argv[2]
+    experiments = sys.argv[3] if len(sys.argv) > 3 else _EXPERIMENT_STORE
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"], headless=True)
         page = browser.new_page(viewport={"width": 1500, "height": 860})
@@ -49,6 +101,8 @@ def main() -> None:
             },
             page,
         )
+        page.set_viewport_size({"width": 1500, "height": 1400})
+        shoot_experiments(experiments, page)
         browser.close()
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .fake_llm import Ledger, Plan, make_server
+from .fake_llm import FakeServer, Ledger, Plan, make_server
 
 # MassGen imports LiteLLM, which fetches its price table from the internet unless told not to.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -76,15 +76,26 @@ def run_massgen(
     extra_config: str = "",
     instrument: str | None = None,
     interrupt: bool = False,
+    store: Path | None = None,
+    experiment: str | None = None,
+    server: FakeServer | None = None,
+    api_key: str = "sk-test-not-a-real-key",
 ) -> Run:
     """Run `mastrace run -- massgen ...` against a fresh loopback server; several questions are
     asked on standard input in one interactive session. With `interrupt`, SIGINT is sent once a
-    request the plan stalls has arrived (the run is then mid-call)."""
+    request the plan stalls has arrived (the run is then mid-call). `store` (default: a new one in
+    `tmp`) lets several runs share a store; `experiment` is `mastrace run --experiment`; with `server`
+    (already serving), a new session of it answers the requests carrying `api_key`, at the same
+    address, and it is left running."""
     ledger = Ledger()
     plan = plan or Plan()
     plan.questions = questions
-    server = make_server(ledger, plan)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    shared = server is not None
+    if server is not None:
+        server.begin(ledger, plan, api_key)
+    else:
+        server = make_server(ledger, plan)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}/v1"
     try:
         config = write_config(tmp, url, models or MODELS, extra_config)
@@ -93,12 +104,14 @@ def run_massgen(
         env = {
             **os.environ,
             "HOME": str(home),
-            "OPENAI_API_KEY": "sk-test-not-a-real-key",
+            "OPENAI_API_KEY": api_key,
             "NO_COLOR": "1",
         }
         env.pop("MASTRACE_DIR", None)
-        store = tmp / "store"
+        store = store or tmp / "store"
         command = [str(MASTRACE), "run", "--store", str(store)]
+        if experiment is not None:
+            command += ["--experiment", experiment]
         if instrument is not None:
             command += ["--instrument", instrument]
         command += ["--", "massgen", "--automation", "--config", str(config)]
@@ -128,8 +141,9 @@ def run_massgen(
                 raise
     finally:
         plan.release.set()
-        server.shutdown()
-        server.server_close()
+        if not shared:
+            server.shutdown()
+            server.server_close()
     return Run(store, ledger, stdout, stderr, process.returncode, config, tmp)
 
 

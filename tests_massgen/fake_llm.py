@@ -118,16 +118,44 @@ def _question(text: str, questions: tuple[str, ...]) -> str:
     return next((q for q in reversed(questions) if q in text), "")
 
 
-def make_server(ledger: Ledger, plan: Plan | None = None, text_chunks: int = 5) -> ThreadingHTTPServer:
-    plan = plan or Plan()
-    answered: dict[tuple[str, str], int] = {}  # (model, question) -> answers given
-    used_tool: set[tuple[str, str]] = set()
-    requests: dict[str, int] = {}
+@dataclass
+class _Session:
+    """What the server plays from and records into, until `FakeServer.begin` starts anew."""
 
+    ledger: Ledger
+    plan: Plan
+    answered: dict[tuple[str, str], int] = field(default_factory=dict)  # (model, question) -> answers
+    used_tool: set[tuple[str, str]] = field(default_factory=set)
+    requests: dict[str, int] = field(default_factory=dict)
+
+
+class FakeServer(ThreadingHTTPServer):
+    """The loopback server; `begin()` starts a new session at the same address (a new ledger, plan and
+    protocol state), so that several MassGen runs can share one `base_url`, and so one configuration.
+    A session begun for an API key answers the requests that carry it: runs started at once with
+    different keys each play their own session."""
+
+    session: _Session
+    by_key: dict[str, _Session]
+
+    def begin(self, ledger: Ledger, plan: Plan | None = None, api_key: str | None = None) -> None:
+        session = _Session(ledger, plan or Plan())
+        if api_key is None:
+            self.session = session
+        else:
+            self.by_key[api_key] = session
+
+
+def make_server(ledger: Ledger, plan: Plan | None = None, text_chunks: int = 5) -> FakeServer:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        server: FakeServer
 
         def do_POST(self) -> None:
+            key = self.headers.get("authorization", "").removeprefix("Bearer ").strip()
+            session = self.server.by_key.get(key, self.server.session)
+            ledger, plan, answered = session.ledger, session.plan, session.answered
+            used_tool, requests = session.used_tool, session.requests
             body = json.loads(self.rfile.read(int(self.headers.get("content-length", "0"))))
             model = body.get("model", "fake")
             tools = _tool_names(body)
@@ -253,7 +281,10 @@ def make_server(ledger: Ledger, plan: Plan | None = None, text_chunks: int = 5) 
         def log_message(self, format: str, *args: Any) -> None:
             return None
 
-    return ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = FakeServer(("127.0.0.1", 0), Handler)
+    server.by_key = {}
+    server.begin(ledger, plan)
+    return server
 
 
 if __name__ == "__main__":  # a standalone server for trying MassGen by hand

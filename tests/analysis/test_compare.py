@@ -228,6 +228,10 @@ def test_per_task_repetitions_and_flip_rates(experiment: tuple[Path, Expected]) 
             rows = [r for r in expected.runs[group] if r["task"] == task]
             assert cell.repetitions == [r["rep"] for r in rows]
             assert cell.values == [float(r["correct"]) if "correct" in r else None for r in rows]
+            # Where each repetition is shown: A's runs are traces of their own, B's nest in one trace.
+            assert cell.failed == [r["failed"] for r in rows]
+            assert len(cell.trace_ids) == len(rows)
+            assert len(set(cell.trace_ids)) == (len(rows) if group == "A" else 1)
             present = [r["correct"] for r in rows if "correct" in r]
             n, c = len(present), sum(present)
             assert cell.flip_rate == (None if n < 2 else pytest.approx(2 * c * (n - c) / (n * (n - 1))))

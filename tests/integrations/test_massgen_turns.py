@@ -159,3 +159,22 @@ def test_a_finished_turn_keeps_its_session_as_massgen_closed_it(mastrace_spans: 
     asyncio.run(_drain(stream))
     span = mastrace_spans.one("coordination.session")
     assert span.status.status_code.name != "ERROR" and "massgen.failure_reason" not in span.attributes
+
+
+def test_each_turn_is_an_experiment_run_of_its_question(mastrace_spans: CapturedSpans) -> None:
+    """The question is the run's task, the earlier turns that asked it give its repetition index, and
+    the outcome is `success` for a finished turn and `error` for a failed one."""
+    failed = SimpleNamespace(type="content", content="❌ Unable to provide coordinated answer")
+    for final in (True, False, True):
+        chunk = SimpleNamespace(type="done", content=None) if final else failed
+        _held, stream = _turn(_chunks(chunk), final=final)
+        asyncio.run(_drain(stream))
+    sessions = sorted(mastrace_spans.by_name("coordination.session"), key=lambda s: s.start_time or 0)
+    assert [
+        (
+            s.attributes["mastrace.experiment.task_id"],
+            s.attributes["mastrace.experiment.repetition"],
+            s.attributes["mastrace.experiment.outcome"],
+        )
+        for s in sessions
+    ] == [("t", 0, "success"), ("t", 1, "error"), ("t", 2, "success")]

@@ -174,6 +174,9 @@ def _query(store: TraceStore, sqls: Sequence[str]) -> list[list[dict[str, Any]]]
 
     copy = f"CREATE OR REPLACE TEMP TABLE {_TABLE} AS SELECT {_SOURCE_COLUMNS} FROM records"
     if not isinstance(store, SourceStore):
+        load_newest = getattr(store, "load_newest", None)
+        if load_newest is not None:  # ClickHouse's `otel_traces`: its spans are copied here first
+            load_newest(None)
         store.execute(copy)
         try:
             return [store.rows(sql.format(table=_TABLE)) for sql in sqls]
@@ -379,6 +382,10 @@ class TaskScores:
     repetitions: list[int | None]
     values: list[float | None]
     flip_rate: float | None
+    trace_ids: list[str] = field(default_factory=list)
+    """Each repetition's trace (where its run is shown), in the order of `values`."""
+    failed: list[bool] = field(default_factory=list)
+    """Whether each repetition's run failed, in the order of `values`."""
 
 
 @dataclass
@@ -578,7 +585,14 @@ def compare(
                 values = [r.scores.get(name) for r in task_runs]
                 tasks.append(
                     TaskScores(
-                        key, task, name, [r.repetition for r in task_runs], values, _stats.flip_rate(values)
+                        key,
+                        task,
+                        name,
+                        [r.repetition for r in task_runs],
+                        values,
+                        _stats.flip_rate(values),
+                        [r.trace_id for r in task_runs],
+                        [r.failed for r in task_runs],
                     )
                 )
     comparison = Comparison(experiment, by, seed, resamples, None, summaries, tasks, [])

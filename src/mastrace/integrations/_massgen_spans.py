@@ -89,6 +89,8 @@ class _State:
         self.totals: dict[str, dict[str, float]] = {}
         # Answer label -> the agent that gave it, so that vote records name the agent voted for.
         self.answers: dict[str, str] = {}
+        # Question -> the turns of this process that asked it: the next one's repetition index.
+        self.asked: dict[str, int] = {}
 
 
 _state = _State()
@@ -298,8 +300,23 @@ def _new_session(attributes: Mapping[str, Any]) -> turns.SessionHandle:
     ids = attrs.get(semconv.MASSGEN_AGENT_IDS)
     if isinstance(ids, str):
         attrs[semconv.MASSGEN_AGENT_IDS] = [i for i in ids.split(",") if i]
+    attrs.update(_experiment_attributes(attrs.get(semconv.MASSGEN_TASK)))
     session = CoordinationSession(_tracer().span(semconv.SPAN_COORDINATION_SESSION, attrs), registry)
     return turns.SessionHandle(session, _session_tracker.get())
+
+
+def _experiment_attributes(question: Any) -> dict[str, Any]:
+    """A turn as a run of an experiment: the question is its task, and the turns of this process that
+    asked it before count its repetition (the configuration and its hash come with the session)."""
+    if not isinstance(question, str) or not question:
+        return {}
+    with _LOCK:
+        repetition = _state.asked.get(question, 0)
+        _state.asked[question] = repetition + 1
+    return {
+        semconv.MASTRACE_EXPERIMENT_TASK_ID: question,
+        semconv.MASTRACE_EXPERIMENT_REPETITION: repetition,
+    }
 
 
 @contextmanager

@@ -388,6 +388,11 @@ class SessionHandle:
         try:
             settle_votes(discarded=False)
             self._end_open_rounds(exc)
+            # The run's outcome, as an experiment counts it: a failed turn is a failed run.
+            failed = exc is not None or self.failure is not None
+            self.session.span.set_attribute(
+                semconv.MASTRACE_EXPERIMENT_OUTCOME, "error" if failed else "success"
+            )
         finally:
             self.session.__exit__(type(exc) if exc is not None else None, exc, None)
 

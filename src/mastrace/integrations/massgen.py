@@ -15,6 +15,10 @@ proxy (no Logfire account, and no `logfire` package, needed) and fixes what the 
   `openai` or `anthropic` SDK is underneath; MassGen's own span ended before the stream was read.
 - Answer, vote, winner and final-answer records carry `massgen.agent_id` and the other keys under
   their `massgen.*` names; Logfire-style message templates are formatted into `logfire.msg`.
+- Each turn is a run of an experiment: its question is the task (`mastrace.experiment.task_id`),
+  the turns of the process that asked it before give its repetition index, and its outcome is
+  `success` or `error` (a failed turn); the experiment's name comes from `configure(experiment=...)`
+  or `mastrace run --experiment NAME`, the configuration and its hash with the session.
 - A turn's story as MassGen counts it (`_massgen_turns`): failed turns keep their session, the
   presentation ends inside it, dropped votes are marked, enforcement retries are round events, MCP
   error results are errors, agent failures are exceptions, and LLM calls cost MassGen's own prices.
@@ -324,5 +328,6 @@ def uninstrument_massgen() -> None:
         _state.last_config = None
         _state.totals.clear()
         _state.answers.clear()
+        _state.asked.clear()
         _state.known = False
         turns.state.clear()

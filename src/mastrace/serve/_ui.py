@@ -7,8 +7,13 @@
 - `/runs/<trace>/view`: the static HTML view (`mastrace view`); `/runs/<trace>/report`: the report
   (HTML).
 - `/diff?a=<trace>&b=<trace>`: the configuration and usage differences of two runs (`mastrace diff`).
+- `/experiments?experiment=&by=&baseline=&score=`: an experiment's configurations side by side
+  (`mastrace compare`): each score's mean with its 95% interval drawn, the differences against a
+  baseline, and a task × repetition matrix coloured by score whose cells open their runs (live).
 - `/api/runs`, `/api/runs/<trace>/spans?since_us=&q=`, `/api/runs/<trace>/spans/<span>`,
-  `/api/runs/<trace>/graph` (the coordination graph), `/api/diff`.
+  `/api/runs/<trace>/graph` (the coordination graph), `/api/diff`, `/api/experiments` (what
+`mastrace experiments --format json` prints), `/api/compare?experiment=&by=&baseline=&seed=` (what
+`mastrace compare --format json` prints).
 
 Every value from a span reaches the page as JSON and is inserted as text, never as HTML. Reads run
 on threads of their own with one DuckDB thread each; an answer carries an ETag (the store's files and
@@ -108,6 +113,7 @@ def ui_routes(store: Path, pool: Executor | None = None, source: str | None = No
     from ..analysis._graph import build_graph
     from ..exceptions import StoreError
     from ..store._limits import QueryLimits
+    from ._experiments import CompareAsk, comparison_json, experiments_json
     from ._ui_pages import linked_spans, open_rows, report_page, waterfall_rows
 
     # One DuckDB thread a read (intake keeps the other cores), 1 GB, 30 s.
@@ -125,6 +131,7 @@ def ui_routes(store: Path, pool: Executor | None = None, source: str | None = No
     index = (assets / "index.html").read_text(encoding="utf-8")
     run_page = (assets / "run.html").read_text(encoding="utf-8")
     diff_page = (assets / "diff.html").read_text(encoding="utf-8")
+    experiments_page = (assets / "experiments.html").read_text(encoding="utf-8")
     shared = {
         "ui.js": ((assets / "ui.js").read_text(encoding="utf-8"), "text/javascript"),
         "ui.css": ((assets / "ui.css").read_text(encoding="utf-8"), "text/css"),
@@ -253,6 +260,22 @@ def ui_routes(store: Path, pool: Executor | None = None, source: str | None = No
             trace_id = traces.resolve(ref)
             return build_graph(trace_id, traces.spans(trace_id)).to_dict(), counted(traces)
 
+    def read_experiments() -> tuple[str, dict[str, str]]:
+        if source is None and not (store / "segments").is_dir():
+            return experiments_json(None), {}
+        with open_store() as traces:
+            return experiments_json(traces), counted(traces)
+
+    def read_comparison(ask: CompareAsk) -> tuple[tuple[int, str], dict[str, str]]:
+        """(200, the comparison as JSON), or (400, why) when the baseline names no configuration."""
+        if source is None and not (store / "segments").is_dir():
+            return (200, comparison_json(None, ask)), {}
+        with open_store() as traces:
+            try:
+                return (200, comparison_json(traces, ask)), counted(traces)
+            except ValueError as exc:
+                return (400, str(exc)), counted(traces)
+
     def check_refs(ref_a: str, ref_b: str) -> tuple[None, dict[str, str]]:
         with open_store() as traces:
             for ref in (ref_a, ref_b):
@@ -348,6 +371,31 @@ def ui_routes(store: Path, pool: Executor | None = None, source: str | None = No
             return answer
         return json_answer(answer[0], answer[1])
 
+    async def experiments(request: Request) -> Response:
+        return html(experiments_page)
+
+    async def api_experiments(request: Request) -> Response:
+        """The store's experiments, latest first (as `mastrace experiments --format json`)."""
+        answer = await off_loop(request, read_experiments)
+        if isinstance(answer, Response):
+            return answer
+        return Response(answer[0], media_type="application/json", headers=answer[1])
+
+    async def api_compare(request: Request) -> Response:
+        """One experiment's comparison (as `mastrace compare --format json`): `experiment`, `by` (a
+        configuration key or attribute), `baseline` (a configuration key or prefix), `seed`."""
+        try:
+            ask = CompareAsk.from_query(dict(request.query_params))
+        except ValueError as exc:
+            return PlainTextResponse(str(exc), 400)
+        answer = await off_loop(request, read_comparison, ask)
+        if isinstance(answer, Response):
+            return answer
+        (status, text), headers = answer
+        if status != 200:
+            return PlainTextResponse(text, status, headers={k: v for k, v in headers.items() if k != "ETag"})
+        return Response(text, media_type="application/json", headers=headers)
+
     async def view(request: Request) -> Response:
         answer = await off_loop(request, read_view, request.path_params["trace_id"])
         if isinstance(answer, Response):
@@ -376,6 +424,9 @@ def ui_routes(store: Path, pool: Executor | None = None, source: str | None = No
         Route("/api/runs/{trace_id}/graph", api_graph),
         Route("/diff", diff),
         Route("/api/diff", api_diff),
+        Route("/experiments", experiments),
+        Route("/api/experiments", api_experiments),
+        Route("/api/compare", api_compare),
         Route("/runs/{trace_id}", run),
         Route("/runs/{trace_id}/view", view),
         Route("/runs/{trace_id}/report", report),
