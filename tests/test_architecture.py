@@ -144,6 +144,26 @@ def test_the_top_of_the_package_holds_public_topics_and_folders() -> None:
 _SHARED_TEXT = {"mastrace.analysis._texttable"}
 
 
+# What the servers share with `mastrace query` below the public API: the SQL sandbox (`_select`: the window,
+# time limit, row bound and path check someone else's SQL runs under), the answer formats of Logfire's
+# Query API (`_wire`) and the span categories the pages colour by (`_kinds`).
+_SERVER_INTERNALS = {"mastrace.analysis._select", "mastrace.analysis._wire", "mastrace.analysis._kinds"}
+
+
+def test_serve_and_mcp_read_through_the_public_analysis_api() -> None:
+    """`serve` and `mastrace mcp` import `mastrace.analysis`'s public names, but for the query sandbox, the
+    Query API's answer formats and the span categories."""
+    graph = grimp.build_graph("mastrace", include_external_packages=False)
+    private = sorted(
+        f"{module} -> {imported}"
+        for package in ("mastrace.serve", "mastrace.mcp_server")
+        for module in graph.find_children(package) | {package}
+        for imported in graph.find_modules_directly_imported_by(module)
+        if imported.startswith("mastrace.analysis._") and imported not in _SERVER_INTERNALS | _SHARED_TEXT
+    )
+    assert private == []
+
+
 def test_the_cli_reads_through_the_public_analysis_api() -> None:
     """The CLI imports `mastrace.analysis`'s public names (its `__all__`), not its private modules."""
     graph = grimp.build_graph("mastrace", include_external_packages=False)

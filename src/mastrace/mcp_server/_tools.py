@@ -175,7 +175,7 @@ class Tools:
     @contextmanager
     def _store(self, *, sandbox: bool = False) -> Iterator[TraceStore]:
         if self.source is not None:
-            from ..analysis._clickhouse import open_clickhouse
+            from ..analysis import open_clickhouse
 
             with open_clickhouse(self.source, sandbox=sandbox) as remote:
                 yield remote
@@ -295,7 +295,7 @@ class Tools:
     ) -> str:
         """An experiment's configurations side by side (markdown): scores with 95% intervals, pass@k,
         failures, tokens, cost, duration; with `baseline`, paired differences and changed config keys."""
-        from ..analysis._compare import compare, gather, render_comparison
+        from ..analysis import compare, gather, render_comparison
 
         for name, value in (("experiment", experiment), ("by", by), ("baseline", baseline)):
             if value is not None and (not isinstance(value, str) or not value.strip()):
@@ -316,7 +316,7 @@ class Tools:
         differently (winner, votes, answers, per-round outcomes, the span trees), as `mastrace diff`."""
         with self._store() as store:
             first, second = store.resolve(_trace_ref(a)), store.resolve(_trace_ref(b))
-            from ..analysis._compare import trace_scores
+            from ..analysis import trace_scores
 
             result = diff_reports(
                 build_report(store, first),

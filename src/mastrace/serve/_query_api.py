@@ -339,7 +339,7 @@ def _start(
     # streams; the row count is the request's `limit`.
     limits = replace(DEFAULT_QUERY_LIMITS, timeout=None, max_rows=None)
     if source is not None:
-        from ..analysis._clickhouse import open_clickhouse
+        from ..analysis import open_clickhouse
 
         try:
             traces: TraceStore = open_clickhouse(source, sandbox=True, limits=limits)

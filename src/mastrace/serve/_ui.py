@@ -101,16 +101,16 @@ def ui_routes(store: Path, pool: Executor | None = None, source: str | None = No
 
     from ..analysis import (
         TraceStore,
+        build_graph,
         build_report,
         diff_reports,
         open_runs,
         open_spans,
+        read_outcome_diff,
         render_markdown,
         render_trace_html,
         with_open_runs,
     )
-    from ..analysis._diff_outcomes import read_outcome_diff
-    from ..analysis._graph import build_graph
     from ..exceptions import StoreError
     from ..store._limits import QueryLimits
     from ._experiments import CompareAsk, comparison_json, experiments_json
@@ -139,7 +139,7 @@ def ui_routes(store: Path, pool: Executor | None = None, source: str | None = No
 
     def open_store() -> TraceStore:
         if source is not None:
-            from ..analysis._clickhouse import open_clickhouse
+            from ..analysis import open_clickhouse
 
             return open_clickhouse(source, limits=limits)
         return TraceStore(store, limits=limits)

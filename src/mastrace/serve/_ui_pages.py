@@ -12,10 +12,8 @@ import json
 from typing import Any, Final
 
 from .. import semconv
-from ..analysis._graph import CoordinationGraph
+from ..analysis import CoordinationGraph, SpanRow, TraceStore
 from ..analysis._kinds import span_category
-from ..analysis._spans import SpanRow
-from ..analysis._store import TraceStore
 
 __all__ = ["KEY_ATTRIBUTES", "linked_spans", "open_rows", "report_page", "waterfall_rows"]
 
