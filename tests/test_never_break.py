@@ -338,3 +338,22 @@ def test_no_hostile_value_loses_a_span_uncounted(tmp_path: Path, monkeypatch: py
     assert result.complete and result.failed == 0
     assert created == stored + result.dropped, (created, stored, result)
     assert result.dropped == 0  # and in fact none is lost
+
+
+def test_coordination_records_with_hostile_labels_never_raise(
+    mastrace_spans: CapturedSpans, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An answer label that cannot be a key (a list) reaches no caller as an error (as in a user's process,
+    where internal errors are not raised): the records that can be made are made."""
+    monkeypatch.delenv("MASTRACE_RAISE_INTERNAL")
+
+    class Orchestrator(CoordinationMixin):
+        pass
+
+    orchestrator = Orchestrator()
+    with orchestrator.coordination_session("task", ["a", "b"]):
+        orchestrator.record_answer("a", ["not", "hashable"])  # type: ignore[arg-type]
+        orchestrator.record_vote("b", "a", ["not", "hashable"])  # type: ignore[arg-type]
+        orchestrator.record_winner("a", ["not", "hashable"])  # type: ignore[arg-type]
+        orchestrator.record_final_answer("a")
+    assert mastrace_spans.by_name("Final answer from a")

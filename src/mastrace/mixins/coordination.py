@@ -29,7 +29,7 @@ from opentelemetry.trace import SpanContext
 from .. import semconv
 from ..pipeline._snapshots_on_spans import ConfigSnapshot
 from ..registry import Registry
-from ..tracing._errors import handle_internal_errors
+from ..tracing._errors import handle_internal_errors, log_internal_error
 from ..tracing._genai import Conversation, conversation
 from ..tracing._tracer import NoOpSpan, Span, Tracer, get_tracer
 from ..usage import Usage, UsageAccumulator, credit_usage, pop_sink, push_sink, usage_attributes
@@ -284,12 +284,15 @@ class CoordinationMixin:
 
     def record_answer(self, agent_id: str, label: str, **attrs: Any) -> None:
         """Record `Agent answer: <label>`; later votes for `label` link to it."""
-        ctx = _log_span(
-            semconv.SPAN_AGENT_ANSWER.format(label=label),
-            {semconv.MASSGEN_AGENT_ID: agent_id, semconv.MASSGEN_ANSWER_LABEL: label, **prefixed(attrs)},
-        )
-        if ctx is not None:
-            self._mastrace_answers()[label] = ctx
+        try:
+            ctx = _log_span(
+                semconv.SPAN_AGENT_ANSWER.format(label=label),
+                {semconv.MASSGEN_AGENT_ID: agent_id, semconv.MASSGEN_ANSWER_LABEL: label, **prefixed(attrs)},
+            )
+            if ctx is not None:
+                self._mastrace_answers()[label] = ctx
+        except Exception as exc:  # telemetry never fails the caller
+            log_internal_error("record_answer", exc)
 
     def record_vote(
         self, voter: str, voted_for: str, label: str, reason: str | None = None, **attrs: Any
@@ -322,14 +325,20 @@ class CoordinationMixin:
 
     def record_final_answer(self, agent_id: str, **attrs: Any) -> None:
         """Record `Final answer from <agent_id>`."""
-        _log_span(
-            semconv.SPAN_FINAL_ANSWER.format(agent_id=agent_id),
-            {semconv.MASSGEN_AGENT_ID: agent_id, **prefixed(attrs)},
-        )
+        try:
+            _log_span(
+                semconv.SPAN_FINAL_ANSWER.format(agent_id=agent_id),
+                {semconv.MASSGEN_AGENT_ID: agent_id, **prefixed(attrs)},
+            )
+        except Exception as exc:  # telemetry never fails the caller
+            log_internal_error("record_final_answer", exc)
 
     def _linked_record(self, name: str, label: str, attrs: Mapping[str, Any]) -> None:
-        answer = self._mastrace_answers().get(label)
-        _log_span(name, attrs, links=[answer] if answer is not None else None)
+        try:
+            answer = self._mastrace_answers().get(label)
+            _log_span(name, attrs, links=[answer] if answer is not None else None)
+        except Exception as exc:  # telemetry never fails the caller
+            log_internal_error("record_vote", exc)
 
     def _mastrace_answers(self) -> dict[str, SpanContext]:
         answers: dict[str, SpanContext] | None = getattr(self, "_mastrace_answer_spans", None)
