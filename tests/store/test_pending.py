@@ -170,3 +170,29 @@ def test_a_forked_child_does_not_keep_its_parents_open_spans_running(tmp_path: P
     finally:
         release.touch()
         proc.wait(timeout=120)
+
+
+def test_prune_lets_go_of_the_start_records_of_writers_gone(tmp_path: Path) -> None:
+    """A run killed long ago does not stay "unfinished" after `prune`: a gone writer's pending file older
+    than the retention is removed; a running writer's never is, however old."""
+    import os
+
+    from mastrace.store._retention import Retention, prune
+
+    store = tmp_path / "store"
+    tracer = TracerProvider().get_tracer("t")
+    gone, running = LocalStoreExporter(store), LocalStoreExporter(store)
+    assert gone.export_pending([tracer.start_span("left.open")]) == 1
+    assert running.export_pending([tracer.start_span("still.open")]) == 1
+    gone.shutdown()  # its span never ended: the start record stays, held by no one
+    old = time.time() - 3 * 86400
+    for pending in pending_files(store):
+        os.utime(pending.path, (old, old))
+    assert sorted(p.running for p in pending_files(store)) == [False, True]
+    kept = prune(store, Retention(older_than=86400), dry_run=True)
+    assert kept.pending_removed == 1 and len(pending_files(store)) == 2  # a dry run removes nothing
+    result = prune(store, Retention(older_than=86400))
+    assert result.pending_removed == 1
+    assert [p.running for p in pending_files(store)] == [True]
+    assert [s.name for s in _open(store)] == ["still.open"]
+    running.shutdown()

@@ -44,9 +44,14 @@ def cmd_prune(args: argparse.Namespace, out: TextIO) -> int:
             if result.links
             else ""
         )
+        pending = (
+            f"; {verb} {result.pending_removed} start-record file(s) of writers gone"
+            if result.pending_removed
+            else ""
+        )
         out.write(
             f"{verb} {len(result.removed)} segment(s) ({_megabytes(result.freed)}) from {store}; "
-            f"kept {result.kept} ({_megabytes(result.kept_bytes)}){active}{links}\n"
+            f"kept {result.kept} ({_megabytes(result.kept_bytes)}){active}{links}{pending}\n"
         )
         if args.compact and not args.dry_run:
             from ._compact import compact_report

@@ -25,8 +25,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from ._manifest import MANIFEST_SUFFIX, Manifest, clear_leftovers, list_store, side_files, store_lock
-from ._schema import ROOTS_DIR, SEGMENTS_DIR, SKELETON_DIR
+from ._manifest import (
+    MANIFEST_SUFFIX,
+    Manifest,
+    _names,
+    clear_leftovers,
+    list_store,
+    side_files,
+    store_lock,
+)
+from ._schema import PENDING_DIR, ROOTS_DIR, SEGMENT_SUFFIX, SEGMENTS_DIR, SKELETON_DIR
 
 __all__ = [
     "ACTIVE_SECONDS",
@@ -113,6 +121,7 @@ class PruneResult:
     kept_bytes: int = 0
     active: int = 0  # segments too recent to remove
     links: int = 0  # symbolic links in the store, skipped: never deleted through, never followed
+    pending_removed: int = 0  # start records of writers gone (their spans never ended) let go by age
 
 
 @dataclass
@@ -250,7 +259,31 @@ def _prune(
         total -= segment.size
     if result.removed and not dry_run:
         _forget_pushed(root, {p.name for p in result.removed} | replaced)
+    _prune_pending(root, retention, now, dry_run, result)
     return result
+
+
+def _prune_pending(root: Path, retention: Retention, now: float, dry_run: bool, result: PruneResult) -> None:
+    """Remove the pending files (start records of spans still open, see `_writer`) of writers that are
+    gone and that `retention.older_than` lets go: a run killed long ago does not stay "unfinished" once
+    its spans are pruned. A running writer's file (held) is never removed; a link is not followed."""
+    if retention.older_than is None:
+        return
+    folder = root / PENDING_DIR
+    for name in _names(folder, SEGMENT_SUFFIX):
+        path = folder / name
+        try:
+            age = now - path.stat().st_mtime
+        except OSError:
+            continue
+        if age <= max(retention.older_than, ACTIVE_SECONDS) or held(path):
+            continue
+        if not dry_run:
+            try:
+                path.unlink()
+            except OSError:
+                continue
+        result.pending_removed += 1
 
 
 def _remove(segment: _Segment) -> bool:
