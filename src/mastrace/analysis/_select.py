@@ -15,9 +15,13 @@ exactly the root spans of `records`.
 from __future__ import annotations
 
 import contextlib
+import heapq
+import itertools
+import os
 import re
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Final
@@ -194,11 +198,10 @@ class TimeLimit:
     def __init__(self, store: TraceStore, seconds: float | None) -> None:
         self.seconds = seconds
         self.fired = False
-        self._timer: threading.Timer | None = None
+        self._entry: list[Any] | None = None
         if seconds is not None:
-            self._timer = threading.Timer(seconds, self._interrupt, args=(store.con,))
-            self._timer.daemon = True
-            self._timer.start()
+            con = store.con
+            self._entry = _WATCHDOG.add(time.monotonic() + seconds, lambda: self._interrupt(con))
 
     def _interrupt(self, con: duckdb.DuckDBPyConnection) -> None:
         self.fired = True
@@ -218,5 +221,62 @@ class TimeLimit:
 
     def cancel(self) -> None:
         """Stop the timer (the statements are done)."""
-        if self._timer is not None:
-            self._timer.cancel()
+        if self._entry is not None:
+            _WATCHDOG.cancel(self._entry)
+
+
+class _Watchdog:
+    """One thread that interrupts statements at their deadlines, for every `TimeLimit` of the process.
+
+    A thread per statement would need a new stack each time: in a process whose memory the kernel caps
+    (`mastrace mcp`, `mastrace query`), a statement that just ran into the cap left no room for one,
+    and the next statement failed to start ("can't start new thread") instead of running.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._heap: list[list[Any]] = []  # [deadline, order, callback or None when cancelled]
+        self._order = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def forget(self) -> None:
+        """In a forked child: no thread runs there, and the lock may have been held at the fork."""
+        self._cond = threading.Condition()
+        self._heap = []
+        self._thread = None
+
+    def add(self, deadline: float, callback: Callable[[], None]) -> list[Any]:
+        with self._cond:
+            if self._thread is None or not self._thread.is_alive():  # first use, or a forked child
+                self._thread = threading.Thread(target=self._run, name="mastrace-time-limit", daemon=True)
+                self._thread.start()
+            entry = [deadline, next(self._order), callback]
+            heapq.heappush(self._heap, entry)
+            self._cond.notify()
+            return entry
+
+    def cancel(self, entry: list[Any]) -> None:
+        with self._cond:
+            entry[2] = None  # left in the heap; dropped when it comes up
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while self._heap and self._heap[0][2] is None:
+                    heapq.heappop(self._heap)
+                if not self._heap:
+                    self._cond.wait()
+                    continue
+                wait = self._heap[0][0] - time.monotonic()
+                if wait > 0:
+                    self._cond.wait(wait)
+                    continue
+                callback = heapq.heappop(self._heap)[2]
+            if callback is not None:
+                with contextlib.suppress(Exception):
+                    callback()
+
+
+_WATCHDOG = _Watchdog()
+if hasattr(os, "register_at_fork"):  # a forked child starts with no thread and a free lock
+    os.register_at_fork(after_in_child=_WATCHDOG.forget)

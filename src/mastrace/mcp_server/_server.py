@@ -103,17 +103,22 @@ def build_server(
     )
     read_only = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
 
+    # Made now: at the memory limit, building this answer could itself fail.
+    out_of_memory = _safe(f"query failed: Out of Memory Error: over the limit of {memory_text}")
+
     def answer(call: Callable[..., str], *args: Any) -> str:
         # Every answer, errors included, is capped, has its control characters shown as escapes and
         # is framed as data: span text (and errors echoing SQL or values) is no instruction.
         try:
             return _safe(call(*args))
         except MastraceError as exc:  # a bad argument or SQL: the model reads the message
-            raise ToolError(_safe(str(exc))) from None
+            try:
+                text = _safe(str(exc))
+            except MemoryError:  # the statement left no room to spell its error out
+                text = out_of_memory
+            raise ToolError(text) from None
         except MemoryError:
-            raise ToolError(
-                _safe(f"query failed: Out of Memory Error: over the limit of {memory_text}")
-            ) from None
+            raise ToolError(out_of_memory) from None
 
     @server.tool(annotations=read_only)
     def arbitrary_query(query: Query, age: Age = None) -> str:
