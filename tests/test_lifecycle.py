@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import multiprocessing
 import os
 import sys
@@ -102,10 +103,14 @@ def test_spans_open_at_exit_end_innermost_first() -> None:
     exporter = _SlowExporter()
     mastrace.configure(local=False, exporters=[exporter])
     tracer = mastrace.get_tracer()
-    outer, inner = tracer.span("outer"), tracer.span("inner")
-    outer.__enter__()
-    inner.__enter__()
-    mastrace.shutdown(timeout=5, interrupted=True)
+
+    def left_open() -> None:  # in a context of its own: the spans it leaves current stay there
+        outer, inner = tracer.span("outer"), tracer.span("inner")
+        outer.__enter__()
+        inner.__enter__()
+        mastrace.shutdown(timeout=5, interrupted=True)
+
+    contextvars.copy_context().run(left_open)
     ended = {s.name: s for s in exporter.spans}
     assert (
         ended["inner"].parent is not None and ended["inner"].parent.span_id == ended["outer"].context.span_id
