@@ -6,7 +6,8 @@
 #   whose behaviour depends on the Python or DuckDB version (tests/version_sensitive.py). Their output is
 #   shown when the full suite ends. They share nothing with the full suite but the machine (the one test
 #   that needs fixed ports takes a lock: tests/test_readme.py).
-# Exits with the first non-zero status; a run that collected no tests counts as a failure.
+# Exits with the first non-zero status; a run that collected no tests counts as a failure. Each run
+# lists its slowest tests (--durations), for whoever has to keep the whole run under 30 minutes.
 set -u
 UV=$1; PY_OTHERS=$2; OTHER_DEPS=$3
 PY=.venv/bin/python MG=.venv-massgen/bin/python
@@ -21,7 +22,7 @@ collected() {  # pytest's exit code, with "no tests collected" (5) turned into a
 side() {
   if "$MG" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
     echo "--- the MassGen tests (.venv-massgen)"
-    "$MG" -m pytest -q tests_massgen; collected $? "MassGen tests" >>"$side_codes"
+    "$MG" -m pytest -q --durations=10 tests_massgen; collected $? "MassGen tests" >>"$side_codes"
   else
     echo "warning: MassGen needs Python >= 3.11; its tests did not run" >&2
   fi
@@ -37,7 +38,7 @@ side() {
     echo "--- the version-sensitive tests on Python $v ($found)"
     # shellcheck disable=SC2086  # OTHER_DEPS is a list of flags
     if UV_PROJECT_ENVIRONMENT=$venv "$UV" sync --quiet -p "$found" $OTHER_DEPS; then
-      "$venv/bin/python" -m pytest -q --version-sensitive; collected $? "tests on Python $v" >>"$side_codes"
+      "$venv/bin/python" -m pytest -q --durations=10 --version-sensitive; collected $? "tests on Python $v" >>"$side_codes"
     else
       echo 1 >>"$side_codes"
     fi
@@ -47,7 +48,7 @@ side() {
 side >"$side_log" 2>&1 &
 side_pid=$!
 echo "--- the full suite on the default Python (the MassGen and other Pythons' runs go on beside it)"
-"$PY" -m pytest -q
+"$PY" -m pytest -q --durations=15
 code=$?
 main=$(collected "$code" tests)
 wait "$side_pid"
