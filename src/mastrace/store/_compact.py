@@ -184,6 +184,13 @@ def _pushed_offsets(root: Path) -> list[dict[str, int]]:
     return out
 
 
+def has_origin(con: duckdb.DuckDBPyConnection, path: Path) -> bool:
+    """Whether the compacted file at `path` keeps each row's segment of origin (files compacted before
+    it was kept do not)."""
+    described = con.execute("DESCRIBE SELECT * FROM read_parquet(?)", [str(path)]).fetchall()
+    return any(row[0] == ORIGIN for row in described)
+
+
 def _source(con: duckdb.DuckDBPyConnection, segments: list[Path], merge: list[Manifest]) -> str:
     """The rows to compact, each with the segment it was first written to (`origin`: see
     `_replay_compacted`, which lets a push to a new destination send them)."""
@@ -200,8 +207,7 @@ def _source(con: duckdb.DuckDBPyConnection, segments: list[Path], merge: list[Ma
             "JOIN origins AS o ON s.filename = o.path"
         )
     for m in merge:
-        kept = con.execute("DESCRIBE SELECT * FROM read_parquet(?)", [str(m.parquet)]).fetchall()
-        origin = ORIGIN if any(row[0] == ORIGIN for row in kept) else f"CAST(NULL AS VARCHAR) AS {ORIGIN}"
+        origin = ORIGIN if has_origin(con, m.parquet) else f"CAST(NULL AS VARCHAR) AS {ORIGIN}"
         parts.append(f"SELECT * FROM {read_parquet_sql([str(m.parquet)], extra=origin)}")
     return " UNION ALL ".join(parts)
 

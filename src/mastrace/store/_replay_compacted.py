@@ -17,6 +17,7 @@ from typing import Any, Final
 
 import duckdb
 
+from ._compact import has_origin
 from ._manifest import Manifest, list_store
 from ._replay import StoredSpan, row_to_span
 from ._schema import ORIGIN, STORED_FIELDS
@@ -49,18 +50,13 @@ class CompactedOrigin:
         return (self.origin,) if self.origin is not None else self.manifest.replaces
 
 
-def _has_origin(con: duckdb.DuckDBPyConnection, path: Path) -> bool:
-    described = con.execute("DESCRIBE SELECT * FROM read_parquet(?)", [str(path)]).fetchall()
-    return any(row[0] == ORIGIN for row in described)
-
-
 def compacted_origins(store: Path) -> list[CompactedOrigin]:
     """The store's live compacted files, origin by origin, with their row counts."""
     out: list[CompactedOrigin] = []
     with duckdb.connect(":memory:") as con:
         for manifest in list_store(store).manifests:
             path = str(manifest.parquet)
-            if _has_origin(con, manifest.parquet):
+            if has_origin(con, manifest.parquet):
                 counts = con.execute(
                     f"SELECT {ORIGIN}, count(*) FROM read_parquet(?) GROUP BY {ORIGIN} ORDER BY {ORIGIN}",
                     [path],
@@ -97,7 +93,7 @@ def read_compacted(part: CompactedOrigin, skip: int = 0) -> Iterator[StoredSpan 
         if part.origin is not None:
             where = f"{ORIGIN} = ?"
             params.append(part.origin)
-        elif _has_origin(con, part.manifest.parquet):
+        elif has_origin(con, part.manifest.parquet):
             where = f"{ORIGIN} IS NULL"
         cursor = con.execute(
             f"SELECT {', '.join(names)} FROM read_parquet(?) WHERE {where} "
