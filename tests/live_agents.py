@@ -21,10 +21,11 @@ LIVE = textwrap.dedent(
     import os, sys, time
     import mastrace
 
-    store, control, agents = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    store, control, agents, gap = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
     mastrace.configure(local=store, service_name="live-run")
     tracer = mastrace.get_tracer("live")
     with tracer.span("coordination.session", attributes={"massgen.task": "live"}) as session:
+        time.sleep(gap)  # the rounds start this long after the session
         rounds = []
         for i in range(agents):
             agent = "agent_" + "abcdefgh"[i]
@@ -74,9 +75,11 @@ def _env() -> dict[str, str]:
 
 
 @contextmanager
-def live_run(store: Path, control: Path, agents: int = 3) -> Iterator[LiveRun]:
-    """Start a run of `agents` agents writing into `store`; yields once every round has started."""
-    proc = subprocess.Popen([sys.executable, "-c", LIVE, str(store), str(control), str(agents)], env=_env())
+def live_run(store: Path, control: Path, agents: int = 3, gap: float = 0.0) -> Iterator[LiveRun]:
+    """Start a run of `agents` agents writing into `store` (their rounds `gap` seconds after the
+    session); yields once every round has started."""
+    argv = [sys.executable, "-c", LIVE, str(store), str(control), str(agents), str(gap)]
+    proc = subprocess.Popen(argv, env=_env())
     started = control.parent / (control.name + ".started")
     try:
         deadline = time.monotonic() + WAIT

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 
-from mastrace.pipeline._pipeline import Destination, FlushResult, Pipeline, SwitchProcessor
+from mastrace.pipeline._pipeline import Destination, DestinationStats, FlushResult, Pipeline, SwitchProcessor
 
 WAIT = 30.0  # generous upper bound for things that should happen at once; never a speed requirement
 
@@ -268,3 +268,120 @@ def test_flush_result_is_truthy_only_when_complete_and_lossless() -> None:
     assert not FlushResult(exported=3, failed=1)
     assert not FlushResult(exported=3, dropped=1)
     assert not FlushResult(exported=3, complete=False)
+
+
+def test_the_warm_up_runs_on_the_worker_once_prepared_and_exports_nothing() -> None:
+    """`warm_up` runs on the export thread after `prepare`, before `warmed` is set; it reaches neither the
+    exporter nor any count, and the spans that follow are exported exactly once."""
+    memory = InMemorySpanExporter()
+    order: list[tuple[str, str]] = []
+
+    def prepare() -> None:
+        order.append(("prepare", threading.current_thread().name))
+
+    def warm_up(busy: Callable[[], bool]) -> None:
+        order.append(("warm_up", threading.current_thread().name))
+        assert not busy()
+
+    dest = Destination("memory", memory, prepare=prepare, warm_up=warm_up, interval=0.01)
+    assert dest.warmed.wait(WAIT)
+    assert order == [("prepare", "mastrace-export-memory"), ("warm_up", "mastrace-export-memory")]
+    assert memory.get_finished_spans() == ()
+    assert accounted(dest) == 0
+    for span in make_spans(2):
+        dest.offer(span)
+    assert dest.flush(time.monotonic() + WAIT)
+    assert [s.name for s in memory.get_finished_spans()] == ["s-0", "s-1"]
+    assert dest.stats() == DestinationStats("memory", 2, 0, 0, 0)
+
+
+def test_a_fork_waits_for_the_warm_up_to_end() -> None:
+    """`before_fork` waits for a warm-up under way (it may hold a cache's lock, which a forked child
+    would keep held forever), and returns once it ended."""
+    release, started = threading.Event(), threading.Event()
+
+    def warm_up(busy: Callable[[], bool]) -> None:
+        started.set()
+        release.wait(WAIT)
+
+    dest = Destination("memory", InMemorySpanExporter(), prepare=lambda: None, warm_up=warm_up, interval=0.01)
+    pipeline = Pipeline([dest])
+    assert started.wait(WAIT)
+    returned = threading.Event()
+    waiter = threading.Thread(target=lambda: (pipeline.before_fork(WAIT), returned.set()))
+    waiter.start()
+    assert not returned.wait(0.2)  # still warming up: the fork waits
+    release.set()
+    waiter.join(WAIT)
+    assert returned.is_set() and dest.warmed.is_set()
+    pipeline.shutdown(timeout=WAIT)
+
+
+def test_spans_that_ended_while_preparing_are_exported_and_the_warm_up_skipped() -> None:
+    """A flush that came while the export thread was preparing waits for that only: the spans are exported at
+    once (doing the first-use work), and no warm-up runs after them to hold up the next flush."""
+    memory = InMemorySpanExporter()
+    release = threading.Event()
+    warmed_up: list[str] = []
+    dest = Destination(
+        "memory",
+        memory,
+        prepare=lambda: release.wait(WAIT),
+        warm_up=lambda busy: warmed_up.append("warm"),
+        interval=60,
+    )
+    for span in make_spans(3):
+        dest.offer(span)
+    marker = dest.request_flush()
+    release.set()
+    assert dest.wait(marker, time.monotonic() + WAIT)
+    assert dest.warmed.wait(WAIT)
+    assert warmed_up == []
+    assert dest.stats().exported == 3
+
+
+def test_the_warm_up_gives_way_to_waiting_spans() -> None:
+    """The warm-up is told when a span (or a flush) waits, so it can stop early; the span is then exported."""
+    memory = InMemorySpanExporter()
+    entered, offered = threading.Event(), threading.Event()
+    seen: list[bool] = []
+
+    def warm_up(busy: Callable[[], bool]) -> None:
+        seen.append(busy())
+        entered.set()
+        offered.wait(WAIT)
+        seen.append(busy())
+
+    dest = Destination("memory", memory, prepare=lambda: None, warm_up=warm_up, interval=60)
+    assert entered.wait(WAIT)
+    dest.offer(make_spans(1)[0])
+    offered.set()
+    assert dest.flush(time.monotonic() + WAIT)
+    assert seen == [False, True]
+    assert dest.stats() == DestinationStats("memory", 1, 0, 0, 0)
+
+
+def test_a_failing_warm_up_costs_nothing_but_itself() -> None:
+    """A warm-up that raises leaves `warmed` set and the destination exporting every span (the error is
+    logged, never raised into the worker, even when internal errors are re-raised)."""
+    memory = InMemorySpanExporter()
+
+    def warm_up(busy: Callable[[], bool]) -> None:
+        raise RuntimeError("warm-up broke")
+
+    dest = Destination("memory", memory, prepare=lambda: None, warm_up=warm_up, interval=0.01)
+    assert dest.warmed.wait(WAIT)
+    for span in make_spans(2):
+        dest.offer(span)
+    assert dest.flush(time.monotonic() + WAIT)
+    assert dest.stats() == DestinationStats("memory", 2, 0, 0, 0)
+
+
+def test_a_synchronous_destination_never_warms_up_on_the_caller_thread() -> None:
+    calls: list[str] = []
+    dest = Destination(
+        "m", InMemorySpanExporter(), warm_up=lambda busy: calls.append("warm"), synchronous=True
+    )
+    assert dest.warmed.is_set()
+    dest.offer(make_spans(1)[0])
+    assert calls == []

@@ -358,6 +358,44 @@ def test_snapshot_sees_nested_changes_to_a_returned_dict(registry: Registry) -> 
     assert registry.config_snapshot().hash != before
 
 
+def test_the_same_configuration_object_mutated_between_runs_gets_a_new_snapshot() -> None:
+    """An experiment passes one dict run after run: an unchanged one is not serialised again, a change
+    in place (at any depth) is seen, and a value that cannot be copied is never taken as unchanged."""
+    cache = snapshots.SnapshotCache()
+    config: dict[str, Any] = {"agents": {"a": {"model": "m", "tools": ["x"]}}, "task_id": "t1"}
+    first = cache.snapshot(config)
+    assert cache.snapshot(config) is first
+    config["agents"]["a"]["tools"].append("y")
+    second = cache.snapshot(config)
+    assert second.hash != first.hash and '"y"' in second.text
+    config["task_id"] = "t2"  # per run: a new text, the same hash
+    third = cache.snapshot(config)
+    assert third.hash == second.hash and '"t2"' in third.text
+    assert cache.snapshot({"agents": {"a": {"model": "m", "tools": ["x"]}}, "task_id": "t1"}) == first
+
+    class Uncopyable:
+        def __init__(self, value: int) -> None:
+            self.value = value
+
+        def __deepcopy__(self, memo: Any) -> Any:
+            raise TypeError("no copies")
+
+        def __eq__(self, other: object) -> bool:
+            return isinstance(other, Uncopyable) and other.value == self.value
+
+        __hash__ = None  # type: ignore[assignment]
+
+        def __repr__(self) -> str:
+            return f"Uncopyable({self.value})"
+
+    thing = Uncopyable(1)
+    held = {"agents": {"a": {"thing": thing}}}
+    before = cache.snapshot(held)
+    thing.value = 2
+    after = cache.snapshot(held)
+    assert "Uncopyable(2)" in after.text and after.hash != before.hash
+
+
 def test_nested_scopes_of_one_registry_count_usage_once() -> None:
     """Usage recorded in an inner scope is collected there, and not again by the enclosing scope."""
 

@@ -141,6 +141,7 @@ CASES: dict[str, Case] = {
     "experiment": Case(
         "MASTRACE_EXPERIMENT", "from-env", "given", lambda s: s.experiment, "given", "from-env", None
     ),
+    "repetition": Case("MASTRACE_REPETITION", "3", 1, lambda s: s.repetition, 1, 3, None),
 }
 # The other direction: an environment value that turns something on, an argument that turns it off
 # (or the reverse), for the parameters whose values are switches.

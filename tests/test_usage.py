@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from maseval.core.usage import TokenUsage as MasevalTokenUsage
@@ -263,3 +264,89 @@ def test_accumulated_total_is_the_sum_of_the_records_from_zero(count: int) -> No
     assert acc.total == expected and acc.total is not records[0]
     assert acc.by_label()["agent_a"] == expected
     assert usage_attributes(acc.amounts()) == usage_attributes(expected)
+
+
+def test_sums_of_clean_records_skip_post_init_and_equal_the_constructed_record(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A sum (and `with_cost`) of records already checked is made without `__post_init__` (it runs for
+    every LLM call, once per enclosing round, session and scope), and is the same record, field order
+    included, as the constructor makes."""
+    a = TokenUsage(cost=0.25, units={"calls": 1}, provider="openai", kind="llm", input_tokens=10,
+                   output_tokens=2, total_tokens=12, cached_input_tokens=4, reasoning_tokens=1)  # fmt: skip
+    b = TokenUsage(
+        cost=0.5, units={"calls": 2, "images": 1}, provider="openai", input_tokens=5, audio_tokens=3
+    )
+    expected = {
+        "a + b": TokenUsage(
+            cost=0.75,
+            units={"calls": 3, "images": 1},
+            provider="openai",
+            input_tokens=15,
+            output_tokens=2,
+            total_tokens=12,
+            cached_input_tokens=4,
+            reasoning_tokens=1,
+            audio_tokens=3,
+        ),
+        "zero + a": TokenUsage(
+            cost=0.25,
+            units={"calls": 1},
+            input_tokens=10,
+            output_tokens=2,
+            total_tokens=12,
+            cached_input_tokens=4,
+            reasoning_tokens=1,
+        ),
+        "a.with_cost": dataclasses.replace(a, cost=1.5),
+    }
+    calls = []
+    post_init = TokenUsage.__post_init__
+    monkeypatch.setattr(TokenUsage, "__post_init__", lambda self: calls.append(self) or post_init(self))
+    made = {"a + b": a + b, "zero + a": Usage() + a, "a.with_cost": a.with_cost(1.5)}
+    assert calls == []
+    for name, record in made.items():
+        assert type(record) is TokenUsage, name
+        assert record == expected[name], name
+        assert list(vars(record).items()) == list(vars(expected[name]).items()), name
+        assert record.units is not a.units and record.units is not b.units, name
+    assert a.to_dict() == {**Usage.to_dict(a), **{f: getattr(a, f) for f in (
+        "input_tokens", "output_tokens", "total_tokens", "cached_input_tokens", "cache_creation_input_tokens",
+        "reasoning_tokens", "audio_tokens")}}  # fmt: skip
+
+
+def test_from_provider_reads_a_plain_usage_dict_as_the_general_reading_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Dicts whose counts are all ints take a shorter path (every LLM call reads one): it gives what the
+    general reading gives, on every mix of OpenAI, Anthropic and Gemini keys and detail dicts."""
+    import random
+
+    from mastrace import usage as usage_module
+
+    keys = ["prompt_tokens", "prompt_token_count", "input_tokens", "completion_tokens", "output_tokens",
+            "candidates_token_count", "thoughts_token_count", "cache_read_input_tokens",
+            "cache_creation_input_tokens", "cached_content_token_count", "total_tokens",
+            "total_token_count"]  # fmt: skip
+    details = [
+        "prompt_tokens_details",
+        "input_tokens_details",
+        "completion_tokens_details",
+        "output_tokens_details",
+    ]
+    rng = random.Random(7)
+    shapes = []
+    for _ in range(3000):
+        shape: dict[str, Any] = {
+            k: rng.choice([None, 0, 1, 7, 250]) for k in rng.sample(keys, rng.randint(0, 6))
+        }
+        for k in rng.sample(details, rng.randint(0, 2)):
+            shape[k] = rng.choice(
+                [None, {}, {"cached_tokens": 5}, {"reasoning_tokens": 3}, {"cached_tokens": 0}, 5]
+            )
+        shapes.append(shape)
+    fast = [TokenUsage.from_provider(s, provider="openai") for s in shapes]
+    monkeypatch.setattr(usage_module, "_plain_counts", lambda usage: None)
+    general = [TokenUsage.from_provider(s, provider="openai") for s in shapes]
+    assert fast == general
+    assert sum(r is None for r in fast) > 100 and sum(r is not None for r in fast) > 1000

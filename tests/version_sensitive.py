@@ -18,7 +18,7 @@ import re
 
 VERSION_MARKERS = re.compile(
     r"sys\.version_info|duckdb\.__version__|re\._parser|sre_parse|c_make_encoder|TaskGroup|eager_task"
-    r"|register_at_fork|forkserver|get_start_method"
+    r"|register_at_fork|forkserver|get_start_method|_interrupt_count"
 )
 DUCKDB_IMPORT = re.compile(r"^\s*(import duckdb|from duckdb\b)", re.M)
 TEST_MARKERS = re.compile(r"sys\.version_info|duckdb\.__version__")
@@ -38,9 +38,11 @@ COVERAGE: dict[str, tuple[str, ...]] = {
     ),
     "tracing/_snapshot.py": ("tests/test_snapshot.py", "tests/store/test_json_paths.py"),
     "scrubbing/_required.py": ("tests/scrubbing/test_required.py", "tests/scrubbing/test_matchers.py"),
+    "integrations/_massgen_turns.py": ("tests/integrations/test_massgen_turns.py",),
     "analysis/_select.py": ("tests/analysis/test_select.py",),
     "analysis/_source.py": ("tests/analysis/test_source.py", "tests/cli/test_source.py"),
     "analysis/_store.py": ("tests/analysis/test_store.py",),
+    "analysis/_open.py": ("tests/store/test_pending.py", "tests/cli/test_pending_cli.py"),
     "analysis/_wire.py": ("tests/analysis/test_wire.py",),
     "cli/_commands.py": ("tests/cli/test_query.py",),
     "mcp_server/_tools.py": ("tests/mcp_server/test_tools.py",),

@@ -21,6 +21,7 @@ FIELDS = (
     "cost ($)",
     "cost unknown for",
     "LLM calls",
+    "LLM calls, usage unknown",
     "rounds",
     "answers",
     "votes counted",
@@ -159,6 +160,9 @@ def mastrace_figures(rows: list[dict[str, Any]]) -> list[Figures]:
                 "LLM calls": sum(
                     1 + sum(1 for e in r["events"] if e["name"] == "mastrace.http.retry") for r in llm
                 ),
+                "LLM calls, usage unknown": sum(
+                    1 for r in llm if r["attributes"].get("mastrace.usage.unknown") is True
+                ),
                 "rounds": len(rounds),
                 "answers": sum(1 for r in mine if r["span_name"].startswith("Agent answer:")),
                 "votes counted": sum(1 for v in votes if not v["attributes"].get("massgen.vote.discarded")),
@@ -169,7 +173,7 @@ def mastrace_figures(rows: list[dict[str, Any]]) -> list[Figures]:
                 ),
                 "HTTP errors": sum(
                     sum(1 for e in r["events"] if e["name"] == "mastrace.http.retry")
-                    + (r["status"] == "ERROR")
+                    + (r["status"] == "ERROR" and not str(r["status_message"]).startswith("cut off:"))
                     for r in llm
                 ),
                 "HTTP retries": sum(

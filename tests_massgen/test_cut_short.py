@@ -105,8 +105,9 @@ def test_a_timeout_marks_the_session_ends_the_agents_round_and_is_counted(
 
 
 def test_sigint_ends_every_open_round_with_an_outcome_inside_its_session(interrupted_run: Run) -> None:
-    """SIGINT while agent_b waits for its LLM call: the session ends failed, and every round that was
-    still running ends before it, with outcome interrupted or cancelled and the reason."""
+    """SIGINT while agent_b waits for its LLM call: the session ends failed with the interrupt as its
+    reason, and every round that was still running ends before it, with outcome `interrupted` (not
+    `cancelled`: `asyncio.run()` turns the SIGINT into a cancellation of its main task) and the reason."""
     (ledger,), (massgen,), (ours,) = _sources(interrupted_run)
     rows = _spans(interrupted_run)
     (session,) = [r for r in rows if r["span_name"] == "coordination.session"]
@@ -117,12 +118,27 @@ def test_sigint_ends_every_open_round_with_an_outcome_inside_its_session(interru
     ]
     assert all(r["end_us"] <= session["end_us"] for r in rounds)
     (stalled,) = [r for r in rounds if r["span_name"] == "agent.agent_b.round_0"]
-    assert stalled["attributes"]["massgen.outcome"] in CUT_SHORT[1:]
-    assert stalled["status"] == "ERROR" and stalled["attributes"]["massgen.error_message"]
+    assert stalled["attributes"]["massgen.outcome"] == "interrupted"
+    assert stalled["status"] == "ERROR"
+    assert stalled["attributes"]["massgen.error_message"].startswith("KeyboardInterrupt (SIGINT)")
+    cut = [r for r in rounds if r["attributes"]["massgen.outcome"] in CUT_SHORT]
+    assert {r["attributes"]["massgen.outcome"] for r in cut} == {"interrupted"}
+    assert session["attributes"]["massgen.failure_reason"].startswith("KeyboardInterrupt (SIGINT)")
     assert ours.values["rounds without outcome"] == 0 and ours.values["rounds cut short"] >= 1
     assert ours.values["turn failed"] is True
     # Tokens: only what a call read before the interrupt (the server may have sent more to a call cut short).
     for key in ("input tokens", "output tokens"):
         assert (ours.values[key] or 0) <= ledger.values[key], key
+    # A call the interrupt cut off before its usage came (agent_b's, never answered; any other still
+    # streaming) ends inside its round, says it was cut off and that its usage is unknown, not 0; so do
+    # its round and the session. Every other call has the usage the server sent.
+    llm = [r for r in rows if str(r["span_name"]).startswith("llm.")]
+    unknown = [r for r in llm if r["attributes"].get("mastrace.usage.unknown") is True]
+    assert unknown and all("cut off: interrupted" in str(r["message"]) for r in unknown)
+    assert all("gen_ai.usage.input_tokens" in r["attributes"] for r in llm if r not in unknown)
+    assert stalled["attributes"]["mastrace.usage.unknown"] is True
+    assert session["attributes"]["mastrace.usage.unknown"] is True
+    assert all(r["end_us"] <= session["end_us"] for r in llm)
+    assert ours.values["LLM calls, usage unknown"] == len(unknown)
     # MassGen's own file never learns of the interrupt.
     assert massgen.values["finish reason"] in ("in_progress", None)

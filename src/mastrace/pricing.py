@@ -164,11 +164,12 @@ class _RateCard:
             return None
         cached = usage.cached_input_tokens
         written = usage.cache_creation_input_tokens
-        if not all(type(n) is int for n in (tokens, cached, written, usage.output_tokens)):
+        output = usage.output_tokens
+        if not (type(tokens) is int and type(cached) is int and type(written) is int and type(output) is int):
             return None
         total: int = (
             self.input * (tokens - cached - written)
-            + self.output * usage.output_tokens
+            + self.output * output
             + self.cache_read * cached
             + self.cache_write * written
         )

@@ -32,13 +32,33 @@ SEMCONV_OPT_IN_GEN_AI_LATEST: Final = "gen_ai_latest_experimental"
 def latest_conventions() -> bool:
     """Whether `OTEL_SEMCONV_STABILITY_OPT_IN` (a comma-separated list) holds
     `gen_ai_latest_experimental`: then the development GenAI conventions that followed 1.41 are
-    written (cost attributes, `cache_write` instead of `cache_creation`); otherwise 1.41's."""
+    written (cost attributes, `cache_write` instead of `cache_creation`); otherwise 1.41's.
+
+    The variable is read once, at the first call, and again at the first call after each
+    `mastrace.configure()` (which calls `reread_conventions()`): not on every LLM call and round."""
+    latest = _latest
+    if latest is None:
+        latest = _read_opt_in()
+    return latest
+
+
+def reread_conventions() -> None:
+    """Make the next `latest_conventions()` read the environment again (`configure()` calls it)."""
+    global _latest
+    _latest = None
+
+
+def _read_opt_in() -> bool:
+    global _latest
     import os
 
-    value = os.environ.get(SEMCONV_OPT_IN_ENV)
-    if not value:
-        return False
-    return SEMCONV_OPT_IN_GEN_AI_LATEST in (part.strip() for part in value.split(","))
+    value = os.environ.get(SEMCONV_OPT_IN_ENV) or ""
+    latest = SEMCONV_OPT_IN_GEN_AI_LATEST in (part.strip() for part in value.split(","))
+    _latest = latest
+    return latest
+
+
+_latest: bool | None = None
 
 
 # --- span names (templates are filled with str.format) ------------------------------------------
@@ -201,6 +221,10 @@ MASTRACE_SCRUBBED: Final = "mastrace.scrubbed"
 MASTRACE_TRUNCATED: Final = "mastrace.truncated"
 MASTRACE_STREAM_COMPLETED: Final = "mastrace.stream.completed"
 MASTRACE_STREAM_CHUNKS: Final = "mastrace.stream.chunks"
+MASTRACE_USAGE_UNKNOWN: Final = "mastrace.usage.unknown"
+"""True on an LLM call whose usage never reached the client (its stream was cut off before the usage
+came, it ended without a response, or the provider sent none): its tokens are unknown, not 0 (the
+server may have counted them). Rounds and sessions that include such a call carry it too."""
 MASTRACE_REQUEST_PREFIX: Final = "mastrace.request."
 """Request parameters the conventions have no key for (`user`, `parallel_tool_calls`, ...)."""
 MASTRACE_REQUEST_TOOL_CALL_IDS: Final = "mastrace.request.tool_call_ids"
@@ -348,6 +372,7 @@ BOOL_KEYS: Final = frozenset(
         MASSGEN_TOOL_SUCCESS,
         EXCEPTION_ESCAPED,
         MASTRACE_COST_UNKNOWN,
+        MASTRACE_USAGE_UNKNOWN,
         MASSGEN_VOTE_DISCARDED,
     }
 )

@@ -41,6 +41,11 @@ UNPRICED_CALLS = "unpriced_calls"
 """The `Usage.units` key counting calls that had no known price: it adds up like any unit, so a
 round or session that includes one knows its cost is incomplete (`semconv.MASTRACE_COST_UNKNOWN`)."""
 
+UNCOUNTED_CALLS = "uncounted_calls"
+"""The `Usage.units` key counting LLM calls whose usage never reached the client (a stream cut off
+before its usage): a round or session that includes one knows its token counts leave that call out
+(`semconv.MASTRACE_USAGE_UNKNOWN`)."""
+
 _TOKEN_FIELDS = (
     "input_tokens",
     "output_tokens",
@@ -121,15 +126,18 @@ class Usage:
 
     def _combine(self, other: Usage, sign: int) -> dict[str, Any]:
         units: dict[str, int | float] = dict(self.units)
-        for key, value in other.units.items():
-            units[key] = units.get(key, 0) + sign * value
+        if other.units:
+            for key, value in other.units.items():
+                units[key] = units.get(key, 0) + sign * value
+        # `_same` spelled out: this runs for every sum.
+        provider, category, component, kind = self.provider, self.category, self.component_name, self.kind
         return {
             "cost": self.cost + sign * other.cost,
             "units": units,
-            "provider": _same(self.provider, other.provider),
-            "category": _same(self.category, other.category),
-            "component_name": _same(self.component_name, other.component_name),
-            "kind": _same(self.kind, other.kind),
+            "provider": provider if provider == other.provider else None,
+            "category": category if category == other.category else None,
+            "component_name": component if component == other.component_name else None,
+            "kind": kind if kind == other.kind else None,
         }
 
     def __add__(self, other: Usage) -> Usage:
@@ -242,24 +250,47 @@ class TokenUsage(Usage):
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
             return NotImplemented
+        # The sum of two records is made without `__init__`: every field of both is already clean
+        # (`__post_init__` ran for each), so every field of the sum is too. Sums run for every LLM
+        # call, once per enclosing round, session and scope.
+        fields = self._combine(other, 1)
         if isinstance(other, TokenUsage):  # the usual sum, without reading the fields by name
-            return TokenUsage(
-                **self._combine(other, 1),
-                input_tokens=self.input_tokens + other.input_tokens,
-                output_tokens=self.output_tokens + other.output_tokens,
-                total_tokens=self.total_tokens + other.total_tokens,
-                cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
-                cache_creation_input_tokens=self.cache_creation_input_tokens
-                + other.cache_creation_input_tokens,
-                reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
-                audio_tokens=self.audio_tokens + other.audio_tokens,
+            fields["input_tokens"] = self.input_tokens + other.input_tokens
+            fields["output_tokens"] = self.output_tokens + other.output_tokens
+            fields["total_tokens"] = self.total_tokens + other.total_tokens
+            fields["cached_input_tokens"] = self.cached_input_tokens + other.cached_input_tokens
+            fields["cache_creation_input_tokens"] = (
+                self.cache_creation_input_tokens + other.cache_creation_input_tokens
             )
+            fields["reasoning_tokens"] = self.reasoning_tokens + other.reasoning_tokens
+            fields["audio_tokens"] = self.audio_tokens + other.audio_tokens
+            return _made(fields)
+        if type(other) is Usage:  # no token fields: the sum has this record's counts (the zero, mostly)
+            for name in _TOKEN_FIELDS:
+                fields[name] = getattr(self, name)
+            return _made(fields)
         tokens: dict[str, Any] = {n: getattr(self, n) + getattr(other, n, 0) for n in _TOKEN_FIELDS}
-        return TokenUsage(**self._combine(other, 1), **tokens)
+        return TokenUsage(**fields, **tokens)
 
     def to_dict(self) -> dict[str, Any]:
         """Serialise to a JSON-compatible dictionary."""
-        return {**super().to_dict(), **{name: getattr(self, name) for name in _TOKEN_FIELDS}}
+        if type(self) is not TokenUsage:  # a subclass may read its fields otherwise
+            return {**super().to_dict(), **{name: getattr(self, name) for name in _TOKEN_FIELDS}}
+        return {
+            "cost": self.cost,
+            "units": dict(self.units),
+            "provider": self.provider,
+            "category": self.category,
+            "component_name": self.component_name,
+            "kind": self.kind,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "total_tokens": self.total_tokens,
+            "cached_input_tokens": self.cached_input_tokens,
+            "cache_creation_input_tokens": self.cache_creation_input_tokens,
+            "reasoning_tokens": self.reasoning_tokens,
+            "audio_tokens": self.audio_tokens,
+        }
 
     def with_cost(self, cost: float) -> TokenUsage:
         """A copy of this record with `cost` replaced."""
@@ -267,6 +298,24 @@ class TokenUsage(Usage):
             return dataclasses.replace(self, cost=cost, units=dict(self.units))
         # `dataclasses.replace` reads the class's fields on every call: once per LLM call, it costs
         # more than the rest of pricing one.
+        if type(cost) is float and math.isfinite(cost):  # as `__post_init__` would leave it
+            return _made(
+                {
+                    "cost": cost,
+                    "units": dict(self.units),
+                    "provider": self.provider,
+                    "category": self.category,
+                    "component_name": self.component_name,
+                    "kind": self.kind,
+                    "input_tokens": self.input_tokens,
+                    "output_tokens": self.output_tokens,
+                    "total_tokens": self.total_tokens,
+                    "cached_input_tokens": self.cached_input_tokens,
+                    "cache_creation_input_tokens": self.cache_creation_input_tokens,
+                    "reasoning_tokens": self.reasoning_tokens,
+                    "audio_tokens": self.audio_tokens,
+                }
+            )
         return TokenUsage(
             cost=cost,
             units=dict(self.units),
@@ -295,6 +344,10 @@ class TokenUsage(Usage):
         """
         if usage is None:
             return None
+        if type(usage) is dict and cls is TokenUsage:
+            counts = _plain_counts(usage)
+            if counts is not None:
+                return _from_counts(counts, provider, kind)
         prompt = _int(usage, "prompt_tokens", "prompt_token_count")
         inputs = _int(usage, "input_tokens")
         output = _int(usage, "completion_tokens", "output_tokens", "candidates_token_count")
@@ -354,6 +407,17 @@ class TokenUsage(Usage):
         )
 
 
+_new_object = object.__new__
+
+
+def _made(fields: dict[str, Any]) -> TokenUsage:
+    """A `TokenUsage` of `fields` (every field, in field order, each already clean), made without
+    running `__init__` and `__post_init__`: what `TokenUsage(**fields)` gives, for a fraction."""
+    record: TokenUsage = _new_object(TokenUsage)
+    record.__dict__ = fields
+    return record
+
+
 def field_of(obj: Any, key: str) -> Any:
     """`obj[key]` for a mapping, `obj.key` otherwise; None when absent (provider payloads come as both)."""
     if obj is None:
@@ -361,6 +425,86 @@ def field_of(obj: Any, key: str) -> Any:
     if type(obj) is dict or isinstance(obj, Mapping):  # a dict without the ABC check: most payloads
         return obj.get(key)
     return getattr(obj, key, None)
+
+
+_PLAIN = frozenset({int, dict, type(None)})
+_DETAILS = (
+    "prompt_tokens_details",
+    "input_tokens_details",
+    "completion_tokens_details",
+    "output_tokens_details",
+)
+
+
+def _plain_counts(usage: dict[str, Any]) -> dict[str, Any] | None:
+    """`usage` when every count in it is an int (or None), and so are those of its `*_details`
+    dicts: then `_int(usage, *keys)` is its first int under `keys`, what `_from_counts` reads.
+    None for any other shape (floats, numeric strings, objects): `from_provider` reads those."""
+    if not _PLAIN.issuperset(map(type, usage.values())):
+        return None
+    for name in _DETAILS:
+        details = usage.get(name)
+        if details is not None and (
+            type(details) is not dict or not _PLAIN.issuperset(map(type, details.values()))
+        ):
+            return None
+    return usage
+
+
+def _first(get: Callable[[str], Any], *keys: str) -> int | None:
+    for key in keys:
+        value = get(key)
+        if type(value) is int:
+            return value
+    return None
+
+
+def _from_counts(usage: dict[str, Any], provider: str | None, kind: str) -> TokenUsage | None:
+    """`TokenUsage.from_provider` of a usage dict whose counts are plain ints (`_plain_counts`):
+    the same reading, with dict look-ups in place of `_int` and `field_of`."""
+    get = usage.get
+    prompt = _first(get, "prompt_tokens", "prompt_token_count")
+    inputs = _first(get, "input_tokens")
+    output = _first(get, "completion_tokens", "output_tokens", "candidates_token_count")
+    thoughts = _first(get, "thoughts_token_count")
+    if thoughts and output is not None and _first(get, "completion_tokens", "output_tokens") is None:
+        output += thoughts
+    if prompt is None and inputs is None and output is None:
+        return None
+    cache_read = _first(get, "cache_read_input_tokens")
+    cache_write_raw = _first(get, "cache_creation_input_tokens")
+    cache_write = cache_write_raw or 0
+    if cache_read is not None:
+        cached = cache_read
+    else:
+        details = get("prompt_tokens_details")
+        cached = (details and _first(details.get, "cached_tokens")) or 0
+        if not cached:
+            details = get("input_tokens_details")
+            cached = (
+                (details and _first(details.get, "cached_tokens"))
+                or _first(get, "cached_content_token_count")
+                or 0
+            )
+    if prompt is None and (cache_read is not None or cache_write_raw is not None):
+        inputs = (inputs or 0) + (cache_read or 0) + cache_write
+    total_in = prompt if prompt is not None else (inputs or 0)
+    details = get("completion_tokens_details")
+    reasoning = (details and _first(details.get, "reasoning_tokens")) or 0
+    if not reasoning:
+        details = get("output_tokens_details")
+        reasoning = (details and _first(details.get, "reasoning_tokens")) or thoughts or 0
+    total = _first(get, "total_tokens", "total_token_count") or total_in + (output or 0)
+    return TokenUsage(
+        provider=provider,
+        kind=kind,
+        input_tokens=total_in,
+        output_tokens=output or 0,
+        total_tokens=total,
+        cached_input_tokens=cached,
+        cache_creation_input_tokens=cache_write,
+        reasoning_tokens=reasoning,
+    )
 
 
 def _int(obj: Any, *keys: str) -> int | None:
@@ -470,6 +614,8 @@ def usage_attributes(usage: Usage, *, massgen: bool = True, gen_ai: bool = True)
         attrs[semconv.MASSGEN_USAGE_COST] = float(usage.cost)
         if usage.units.get(UNPRICED_CALLS):
             attrs[semconv.MASTRACE_COST_UNKNOWN] = True
+        if usage.units.get(UNCOUNTED_CALLS):
+            attrs[semconv.MASTRACE_USAGE_UNKNOWN] = True
         if tokens is not None:
             attrs[semconv.MASSGEN_USAGE_INPUT] = tokens.input_tokens
             attrs[semconv.MASSGEN_USAGE_OUTPUT] = tokens.output_tokens
@@ -498,6 +644,10 @@ def usage_attributes(usage: Usage, *, massgen: bool = True, gen_ai: bool = True)
 # -- crediting usage to the enclosing round, session and registry scope ---------------------------
 
 
+_ZERO = Usage()
+"""The zero the sums below start from (never handed out, never changed: a sum makes a new record)."""
+
+
 class UsageAccumulator:
     """A thread-safe running sum of usage, optionally split by label (e.g. agent id)."""
 
@@ -522,14 +672,15 @@ class UsageAccumulator:
             if total is None:
                 self._total = usage
             else:  # from the second record on, the same sum `Usage() + r1 + r2 + ...` as ever
-                self._total = (Usage() + total if self.count == 1 else total) + usage
+                self._total = (_ZERO + total if self.count == 1 else total) + usage
             self.count += 1
             if label is None:
                 return
             if label == self.label:
                 self._own.append(usage)
             else:
-                self._by_label[label] = self._by_label.get(label, Usage()) + usage
+                known = self._by_label.get(label)
+                self._by_label[label] = (_ZERO if known is None else known) + usage
 
     @property
     def total(self) -> Usage:

@@ -176,8 +176,7 @@ def test_serve_source_shows_clickhouse_in_the_ui_query_api_and_mcp(
 ) -> None:
     """`serve --source chdb://…` lists the runs, answers Logfire's SQL and the MCP tools as a serve
     over the same spans in a store does."""
-    import httpx
-
+    import patient_http
     from mastrace.mcp_server._tools import Tools
 
     seed, url, _ = seeded
@@ -186,11 +185,11 @@ def test_serve_source_shows_clickhouse_in_the_ui_query_api_and_mcp(
         server = start_intake(store, http_port=0, grpc_port=None, source=source)
         base = f"http://127.0.0.1:{server.http_port}"
         try:
-            runs = httpx.get(f"{base}/api/runs", timeout=120).json()
+            runs = patient_http.get(f"{base}/api/runs", timeout=120).json()
             # The guide's query has no ORDER BY: one is added so that two engines' answers compare row by row.
             sql = seed.sql(SEED_QUERIES["STEP4_AGENT_COMPARISON"]) + " ORDER BY agent"
             body = {"sql": sql, "min_timestamp": "1970-01-01T00:00:00Z", "limit": 100}
-            reply = httpx.post(
+            reply = patient_http.post(
                 f"{base}/v2/query", json=body, headers={"accept": "application/json"}, timeout=120
             )
             assert reply.status_code == 200, reply.text

@@ -101,6 +101,44 @@ def test_experiment_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> Non
     assert spans.one("root").attributes[semconv.MASTRACE_EXPERIMENT_NAME] == "from-env"  # type: ignore[index]
 
 
+def test_configure_repetition_numbers_root_spans_and_runs_given_none() -> None:
+    """`configure(repetition=N)` (one process per repetition) puts N on root spans that have no
+    repetition of their own, never on children; `experiment_run()` without one takes it."""
+    rep = semconv.MASTRACE_EXPERIMENT_REPETITION
+    with capture_spans(experiment="e", repetition=2) as spans:
+        with mastrace.get_tracer().span("root"), mastrace.get_tracer().span("child"):
+            pass
+        with mastrace.experiment_run("t1"):
+            pass
+        with mastrace.experiment_run("t1", repetition=0):
+            pass
+        with mastrace.get_tracer().span("own", attributes={rep: 7}):
+            pass
+    assert spans.one("root").attributes[rep] == 2  # type: ignore[index]
+    assert rep not in spans.one("child").attributes  # type: ignore[operator]
+    assert [r.attributes[rep] for r in spans.by_name("experiment.run")] == [2, 0]  # type: ignore[index]
+    assert spans.one("own").attributes[rep] == 7  # type: ignore[index]
+    # Once shut down, the next configuration starts without it.
+    with capture_spans() as spans, mastrace.experiment_run("t1"):
+        pass
+    assert spans.one("experiment.run").attributes[rep] == 0  # type: ignore[index]
+
+
+def test_repetition_from_the_environment_and_bad_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MASTRACE_REPETITION", "3")
+    with capture_spans() as spans, mastrace.get_tracer().span("root"):
+        pass
+    assert spans.one("root").attributes[semconv.MASTRACE_EXPERIMENT_REPETITION] == 3  # type: ignore[index]
+    for bad in ("-1", "two", "1.5"):
+        monkeypatch.setenv("MASTRACE_REPETITION", bad)
+        with pytest.raises(mastrace.ConfigError, match="MASTRACE_REPETITION"):
+            mastrace.configure(local=False)
+    monkeypatch.delenv("MASTRACE_REPETITION")
+    for value in (-1, True, "2"):
+        with pytest.raises(mastrace.ConfigError, match="repetition"):
+            mastrace.configure(local=False, repetition=value)  # type: ignore[arg-type]
+
+
 def test_evaluations_go_under_the_run_with_the_genai_names(mastrace_spans: CapturedSpans) -> None:
     """Inside a run (even under a nested span) an evaluation is a log-style child of the run's root."""
     with mastrace.experiment_run("t1") as run:
@@ -199,22 +237,29 @@ def test_a_judge_in_another_process_attaches_scores_by_trace_id(tmp_path: Path) 
     assert rows[1]["parent_span_id"] == span_id
 
 
-def test_mastrace_run_experiment_option(tmp_path: Path) -> None:
-    """`mastrace run --experiment NAME` names the program's root spans."""
+def test_mastrace_run_experiment_and_repetition_options(tmp_path: Path) -> None:
+    """`mastrace run --experiment NAME --repetition N` names and numbers the program's root spans;
+    a negative repetition is refused before the program starts."""
     (tmp_path / "app.py").write_text(
         "import mastrace\nwith mastrace.get_tracer().span('app.work'):\n    pass\n"
     )
     done = subprocess.run(
         [str(MASTRACE), "run", "--store", str(tmp_path / "store"), "--instrument", "none",
-         "--experiment", "cli-exp", "--", "app.py"],
-        capture_output=True, text=True, timeout=120, env=clean_env(), cwd=tmp_path,
+         "--experiment", "cli-exp", "--repetition", "4", "--", "app.py"],
+        capture_output=True, text=True, timeout=600, env=clean_env(), cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     with TraceStore(str(tmp_path / "store")) as ts:
         rows = ts.rows(
-            f"SELECT span_name, attributes->>'{semconv.MASTRACE_EXPERIMENT_NAME}' AS e FROM records"
+            f"SELECT span_name, attributes->>'{semconv.MASTRACE_EXPERIMENT_NAME}' AS e, "
+            f"(attributes->>'{semconv.MASTRACE_EXPERIMENT_REPETITION}')::INT AS r FROM records"
         )
-    assert rows == [{"span_name": "app.work", "e": "cli-exp"}]
+    assert rows == [{"span_name": "app.work", "e": "cli-exp", "r": 4}]
+    refused = subprocess.run(
+        [str(MASTRACE), "run", "--store", str(tmp_path / "store"), "--repetition", "-1", "--", "app.py"],
+        capture_output=True, text=True, timeout=600, env=clean_env(), cwd=tmp_path,
+    )  # fmt: skip
+    assert refused.returncode == 2 and "--repetition -1" in refused.stderr, refused.stderr
 
 
 def test_analyze_has_an_experiment_section_for_an_experiment_run(tmp_path: Path) -> None:

@@ -55,7 +55,7 @@ def test_the_graph_shows_agents_votes_winner_and_mcp_use(server: IntakeServer, p
     assert page.evaluate("window.__pwned") is None and page.locator("#graph img").count() == 0
     winner = page.get_attribute("#graph g[data-node='agent_a'] ellipse", "stroke")
     assert winner == "#16a34a"
-    assert page.text_content("#graph g[data-node='agent_a']") == "agent_awinner, 1 answer(s)100 in / 10 out"
+    assert page.text_content("#graph g[data-node='agent_a']") == "agent_awinner, 1 answer100 in / 10 out"
     kinds = page.eval_on_selector_all(
         "#graph g.edge-group", "gs => gs.map(g => g.dataset.kind + ':' + g.querySelector('text').textContent)"
     )

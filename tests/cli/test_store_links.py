@@ -12,9 +12,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import httpx
 import pytest
 
+import patient_http
 from mastrace.exceptions import StoreError
 from mastrace.serve import start_intake
 from mastrace.store import query
@@ -102,7 +102,7 @@ def test_a_linked_segment_fails_no_sandboxed_statement(linked_store: tuple[Path,
     assert _cli("runs", "--store", str(store)).returncode == 0
     server = start_intake(store, http_port=0, grpc_port=None)
     try:
-        answer = httpx.post(
+        answer = patient_http.post(
             f"http://127.0.0.1:{server.http_port}/v2/query",
             json={"sql": "SELECT count(*) AS n FROM records"},
             headers={"Accept": "application/json"},

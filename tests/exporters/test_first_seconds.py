@@ -5,6 +5,7 @@ flush interval from the first span on."""
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import signal
 import subprocess
@@ -211,3 +212,155 @@ def test_exit_waits_for_the_preparation_before_the_collector_budget() -> None:
         with received.lock:
             assert received.names == ["only"], out.stderr
     assert "not delivered" not in out.stderr
+
+
+FIRST_EXPORT_SCRIPT = """
+import json, re, sys, threading
+import mastrace
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from mastrace.setup._config import _RT
+
+memory = InMemorySpanExporter()
+mastrace.configure(service_name="first", local=sys.argv[1], exporters=[memory], flush_interval=600)
+assert all(d.ready.wait(120) and d.warmed.wait(120) for d in _RT.pipeline.destinations)
+
+from mastrace.scrubbing import _engine, _matchers
+from mastrace.store import _rows
+
+counts = {"key_matched": 0, "resource_scrubbed": 0, "resource_encoded": 0, "scratch_cloned": 0, "compiled": 0}
+
+def on_export_thread():
+    return threading.current_thread().name.startswith("mastrace-export-")
+
+def counting(owner, name, count, when=lambda *a: True):
+    original = getattr(owner, name)
+    def wrapper(*args, **kwargs):
+        if on_export_thread() and when(*args):
+            counts[count] += 1
+        return original(*args, **kwargs)
+    setattr(owner, name, wrapper)
+
+counting(_engine.Scrubber, "_match_key", "key_matched")  # a key not matched before (cached after)
+counting(_engine.Scrubber, "scrub_attributes", "resource_scrubbed")  # a resource not scrubbed before
+counting(_rows, "_resource_fields", "resource_encoded")  # a resource not encoded before
+counting(
+    _matchers.HyperscanMatcher, "select", "scratch_cloned",
+    lambda self, text: getattr(self._local, "scratch", None) is None,  # the thread's first scan
+)
+compiler = getattr(re, "_compiler", None) or re.sre_compile
+counting(compiler, "compile", "compiled")
+
+tracer = mastrace.get_tracer()
+with tracer.span("agent.a.round_1", attributes={
+    "gen_ai.operation.name": "chat",
+    "gen_ai.request.model": "gpt-4o-mini",
+    "gen_ai.request.temperature": 0.2,
+    "gen_ai.usage.input_tokens": 42,
+    "massgen.agent_id": "a",
+}):
+    pass
+modules = set(sys.modules)
+result = mastrace.force_flush(timeout=120)
+counts["new_modules"] = sorted(set(sys.modules) - modules)
+counts["exported"] = result.exported
+counts["complete"] = result.complete
+counts["memory"] = [s.name for s in memory.get_finished_spans()]
+print(json.dumps(counts))
+"""
+
+
+def test_once_warmed_up_the_first_export_does_no_first_use_work(tmp_path: Path) -> None:
+    """Once its export thread is prepared and warmed up, a process's first export matches no attribute key
+    of mastrace's own for the first time, scrubs and encodes no resource, clones no scratch space, compiles
+    no regular expression and imports nothing (counted, not timed); the warm-up's sample spans reach no
+    destination and no count: the store and the application's exporter hold the one real span."""
+    out = subprocess.run(
+        [sys.executable, "-c", FIRST_EXPORT_SCRIPT, str(tmp_path)],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stderr == ""
+    counts = json.loads(out.stdout)
+    assert counts == {
+        "key_matched": 0,
+        "resource_scrubbed": 0,
+        "resource_encoded": 0,
+        "scratch_cloned": 0,
+        "compiled": 0,
+        "new_modules": [],
+        "exported": 2,  # the store and the exporter, once each
+        "complete": True,
+        "memory": ["agent.a.round_1"],
+    }
+    assert query("SELECT span_name FROM records", tmp_path) == [{"span_name": "agent.a.round_1"}]
+
+
+CALLBACK_SCRIPT = """
+import sys
+import mastrace
+from mastrace.setup._config import _RT
+
+seen = []
+def callback(match):
+    seen.append(match.path)
+    return None
+
+options = mastrace.ScrubbingOptions(callback=callback)
+mastrace.configure(service_name="cb", local=sys.argv[1], scrubbing=options)
+assert all(d.warmed.wait(120) for d in _RT.pipeline.destinations)
+print(len(seen))
+with mastrace.get_tracer().span("call", attributes={"api_key": "not-for-anyone-1234"}):
+    pass
+mastrace.force_flush(timeout=120)
+print(seen)
+"""
+
+
+def test_the_warm_up_never_calls_the_application_s_scrubbing_callback(tmp_path: Path) -> None:
+    """A scrubbing callback is the application's code: it sees the secrets of the application's spans, never
+    the warm-up's sample spans."""
+    out = subprocess.run(
+        [sys.executable, "-c", CALLBACK_SCRIPT, str(tmp_path)],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["0", "[('attributes', 'api_key')]"]
+
+
+LEAN_SCRIPT = """
+import sys
+import mastrace
+from mastrace.setup._config import _RT
+mastrace.configure(service_name="lean", local=sys.argv[1])
+assert all(d.ready.wait(120) and d.warmed.wait(120) for d in _RT.pipeline.destinations)
+from mastrace.scrubbing import _matchers
+loaded = [m for m in ("tempfile", "mastrace.scrubbing._python_matcher") if m in sys.modules]
+print(_matchers.available()[0], *loaded)
+"""
+
+
+def test_with_the_database_cached_the_preparation_imports_only_what_the_export_needs(tmp_path: Path) -> None:
+    """The first flush right after `configure()` waits for the export thread's preparation: with the Hyperscan
+    database in the cache (the second process) and a compiled matcher installed, it imports neither
+    `tempfile` (only writing the cache needs it) nor the pure-Python fallback matcher."""
+    env = {**child_env(), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    lines = []
+    for run in range(2):
+        out = subprocess.run(
+            [sys.executable, "-c", LEAN_SCRIPT, str(tmp_path / f"store-{run}")],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=WAIT,
+        )
+        assert out.returncode == 0, out.stderr
+        lines.append(out.stdout.split())
+    if lines[1][0] == "python":
+        pytest.skip("neither hyperscan nor re2 is installed: the Python matcher is the one in use")
+    assert lines[1] == [lines[1][0]], lines

@@ -194,6 +194,35 @@ def test_a_stream_abandoned_half_way_ends_its_span(
     assert attrs["mastrace.stream.chunks"] == 2 and attrs["mastrace.stream.completed"] is False
 
 
+def test_a_stream_cut_off_before_its_usage_says_its_usage_is_unknown(
+    mastrace_spans: CapturedSpans, server_url: str, instrumented: None
+) -> None:
+    """A stream left before its usage chunk (an interrupt, a consumer that stops): the server may have
+    counted its tokens, the client never learns them. The call and its round say the usage is unknown
+    (`mastrace.usage.unknown`) instead of a silent 0; a call read to its end, and one the server
+    refused (HTTP 500), do not."""
+    client = _client(server_url)
+    with Agent().agent_round(0, "initial_answer"):
+        stream = client.chat.completions.create(
+            model="gpt-x", messages=[{"role": "user", "content": "x"}], stream=True
+        )
+        next(iter(stream))
+        stream.close()
+    cut = mastrace_spans.attributes("llm.openai.stream")
+    assert cut["mastrace.usage.unknown"] is True and cut["mastrace.stream.completed"] is False
+    assert "gen_ai.usage.input_tokens" not in cut and "mastrace.usage" not in cut
+    assert mastrace_spans.attributes("agent.agent_a.round_0")["mastrace.usage.unknown"] is True
+    mastrace_spans.clear()
+    with Agent().agent_round(1, "voting"):
+        for _ in client.chat.completions.create(
+            model="gpt-x", messages=[{"role": "user", "content": "x"}], stream=True
+        ):
+            pass
+        with pytest.raises(openai.InternalServerError):
+            client.chat.completions.create(model="fail-500", messages=[{"role": "user", "content": "x"}])
+    assert not [s.name for s in mastrace_spans.spans if "mastrace.usage.unknown" in (s.attributes or {})]
+
+
 def test_provider_cost_and_content_capture(mastrace_spans: CapturedSpans, server_url: str) -> None:
     assert instrument_openai(capture_content=True)
     try:

@@ -3,9 +3,11 @@ scrubber's precision on ordinary agent content.
 
 `corpus/secrets.jsonl` holds credentials in every context family (prose without a separator, aligned
 assignments, call arguments, XML, command lines, `.netrc`, log lines; password hashes, compact names,
-`key`, dotted tokens, prefixes in another case) and look-alikes that must be kept (references,
-identifiers, prose). `corpus/ordinary/` is agent content without a secret: code in several languages,
-configs, a shell session, Markdown with hashes, ids, digests, a base64 image, URLs and model names.
+`key`, dotted tokens, prefixes in another case, a service's name alone in .env, YAML, JSON, shell,
+code, flags and prose) and look-alikes that must be kept (references, identifiers, prose, model names,
+regions, URLs, UUIDs, commits and safe-named keys next to a service's name). `corpus/ordinary/` is
+agent content without a secret: code in several languages, configs, a shell session, Markdown with
+hashes, ids, digests, a base64 image, URLs and model names.
 """
 
 from __future__ import annotations
@@ -21,9 +23,16 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
 from mastrace.pipeline._transform import prepare_span
-from mastrace.scrubbing._contextual import find_in_context, looks_random, secret_name_strength
+from mastrace.scrubbing._contextual import (
+    SERVICE_GATE,
+    find_in_context,
+    looks_random,
+    secret_name_strength,
+    service_candidate,
+)
 from mastrace.scrubbing._engine import Scrubber, ScrubTrail
 from mastrace.scrubbing._matchers import available
+from mastrace.scrubbing._table import MIN_TOKEN_LEN, run_map
 from mastrace.tracing._snapshot import Limits
 
 CORPUS = Path(__file__).with_name("corpus")
@@ -124,7 +133,7 @@ def test_the_corpus_covers_every_context_and_family() -> None:
     } <= contexts  # fmt: skip
     assert {
         "password hash", "compact name", "key", "dotted token", "prefix case", "service word", "password",
-        "secret word",
+        "secret word", "service name",
     } <= families  # fmt: skip
     assert len(NEGATIVES) >= 50
 
@@ -286,3 +295,47 @@ def test_a_value_a_rule_found_is_not_judged_again(monkeypatch: pytest.MonkeyPatc
         "my openai key is [Scrubbed: openai_key] and the Acme secret is [Scrubbed: secret_in_context]."
     )
     assert judged == ["q8Zr4Kp2Lw9Xv7Tn3Hs6"]
+
+
+SERVICE_ITEMS = [item for item in ITEMS if item["family"] in ("service name", "service name look-alike")]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [item["text"] for item in SERVICE_ITEMS if item.get("secrets")],
+)
+def test_a_service_name_alone_is_a_context(text: str) -> None:
+    """`SENDGRID=<random>`, `"mailgun": "<random>"`, `--heroku <random>`, `Stripe <random>`: found by the
+    finder, and both first passes (`SERVICE_GATE`, `service_candidate`) let the text through."""
+    low = text.lower()
+    assert [hit.context.startswith("service ") for hit in find_in_context(text, low)] == [True]
+    assert re.search(SERVICE_GATE, low) is not None
+    runs = run_map(low)
+    assert service_candidate(low, runs, runs.find(b"a" * MIN_TOKEN_LEN))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "SENDGRID_USER=8Mx526ALbh2purxsViy9dcHX",  # a safe last segment
+        "heroku_app_name: HerokuDeployPipelineV2Stage3",
+        "HEROKU=6f1d3c2a-9b8e-4d7c-a5f4-3e2d1c0b9a87",  # a UUID: an id
+        "deployed to heroku c208ebb48b220cf0aadb76b5210b55a304ef5137",  # hex in prose: a commit
+        "Stripe StripeClientConfiguration2024 wraps the SDK",  # words and numbers
+        "github: 61d4c8b4ef198c7a7ea770718e83a41ca571e910",  # not a service alone
+        "deploy: Zx9Kq2LmP8vTb4NnR7cWq1Lm",  # an ordinary word
+        "sendgrid: Zx9Kq2LmP8vTb4NnR7c",  # 19 characters: too short without a secret word
+        "mailgun_webhook: Zx9Kq2LmP8vTb4NnR7cWq1Lm",  # the name does not end with the service
+    ],
+)
+def test_a_service_name_alone_is_not_enough_for(text: str) -> None:
+    assert list(find_in_context(text, text.lower())) == []
+
+
+@pytest.mark.parametrize("key", ["stream_key", "mailgun", "sonar.login"])
+def test_a_json_value_found_across_its_key_is_scrubbed(scrubber: Scrubber, key: str) -> None:
+    """A JSON text whose key and value together make a context (`{"mailgun": "<random>"}`, a weak
+    `stream_key`): the value found in the text is replaced in its leaf, the layout kept."""
+    text = json.dumps({"a": {key: "Zx9Kq2LmP8vTb4NnR7cWq1Lm", "b": 1}}, indent=2)
+    out = scrubber.scrub_attribute("note", text, ("attributes",), ScrubTrail())
+    assert out == text.replace("Zx9Kq2LmP8vTb4NnR7cWq1Lm", "[Scrubbed: secret_in_context]")

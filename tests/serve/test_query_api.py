@@ -31,6 +31,7 @@ from logfire.query_client import (
     UnexpectedResponseError,
 )
 
+import patient_http
 from live_server import running
 from mastrace.serve import start_intake
 from mastrace.serve._query_api import query_routes, token_accepted
@@ -189,7 +190,7 @@ def test_read_token_info_names_the_store(store: Store, client: LogfireQueryClien
 
 def test_logfire_mcp_reads_token_info_at_its_own_path(store: Store, url: str) -> None:
     """`/api/read-token-info`, which Logfire's MCP server reads for its links, answers the same."""
-    reply = httpx.get(f"{url}/api/read-token-info", headers={"authorization": "t"})
+    reply = patient_http.get(f"{url}/api/read-token-info", headers={"authorization": "t"})
     assert reply.json()["project_name"] == store.path.name
 
 
@@ -223,7 +224,7 @@ def test_limit_takes_priority_over_the_sql_limit(client: LogfireQueryClient) -> 
 def test_without_a_limit_the_default_is_logfires(url: str) -> None:
     """A request without `limit` gets at most 500 rows, as from Logfire."""
     body = {"sql": "SELECT * FROM range(1000)", "min_timestamp": SINCE.isoformat()}
-    reply = httpx.post(f"{url}/v2/query", json=body, headers={"authorization": "t"})
+    reply = patient_http.post(f"{url}/v2/query", json=body, headers={"authorization": "t"})
     assert len(reply.json()["data"]) == 500
 
 
@@ -368,7 +369,7 @@ def test_the_sandbox_refuses_what_mastrace_query_refuses(client: LogfireQueryCli
 def test_malformed_requests_get_422_naming_the_field(url: str, body: bytes, field: str) -> None:
     """A malformed or hostile body or field is refused with 422 (never 500) and a FastAPI-shaped detail
     naming it."""
-    reply = httpx.post(
+    reply = patient_http.post(
         f"{url}/v2/query", content=body, headers={"authorization": "t", "content-type": "application/json"}
     )
     assert reply.status_code == 422, reply.text
@@ -388,7 +389,7 @@ def test_the_client_reads_422_as_a_request_error(client: LogfireQueryClient) -> 
 def test_an_oversized_body_is_refused(url: str) -> None:
     """A request body over 1 MiB gets 413 before it is parsed."""
     body = json.dumps({"sql": "SELECT '" + "x" * (1 << 20) + "'"})
-    reply = httpx.post(
+    reply = patient_http.post(
         f"{url}/v2/query", content=body, headers={"authorization": "t", "content-type": "application/json"}
     )
     assert reply.status_code == 413
@@ -396,13 +397,15 @@ def test_an_oversized_body_is_refused(url: str) -> None:
 
 def test_a_format_serve_cannot_produce_gets_406(url: str) -> None:
     """An `Accept` naming only formats serve does not produce is refused with 406."""
-    reply = httpx.post(
+    reply = patient_http.post(
         f"{url}/v2/query",
         json={"sql": "SELECT 1"},
         headers={"accept": "application/xml", "authorization": "t"},
     )
     assert reply.status_code == 406
-    default = httpx.post(f"{url}/v2/query", json={"sql": "SELECT 1 AS one"}, headers={"authorization": "t"})
+    default = patient_http.post(
+        f"{url}/v2/query", json={"sql": "SELECT 1 AS one"}, headers={"authorization": "t"}
+    )
     assert default.headers["content-type"] == "application/json" and default.json()["data"] == [{"one": 1}]
 
 
@@ -486,7 +489,7 @@ def test_a_configured_token_is_checked_on_every_route(store: Store) -> None:
                 wrong.info()
         with LogfireQueryClient("s3cret", base_url=base) as right:
             assert right.query_json_rows("SELECT 1 AS one", min_timestamp=SINCE)["rows"] == [{"one": 1}]
-        bearer = httpx.post(
+        bearer = patient_http.post(
             f"{base}/v2/query", json={"sql": "SELECT 1"}, headers={"authorization": "Bearer s3cret"}
         )
         assert bearer.status_code == 200
@@ -514,7 +517,7 @@ NESTED_SQL = (
 def test_nested_and_wide_values_reach_every_client(url: str, client: LogfireQueryClient) -> None:
     """Lists of times and decimals, non-finite floats inside lists, structs and maps, and the widest
     unsigned integers answer in every format: strict JSON, CSV, Arrow with the exact value, pandas."""
-    raw = httpx.post(f"{url}/v2/query", json={"sql": NESTED_SQL}, headers={"authorization": "t"})
+    raw = patient_http.post(f"{url}/v2/query", json={"sql": NESTED_SQL}, headers={"authorization": "t"})
     assert raw.status_code == 200, raw.text
     (row,) = _strict_json(raw.content)["data"]
     assert row["floats"] == [1.0, None, None] and row["ratio"] == {"ratio": None} and row["m"] == {"k": None}
@@ -557,13 +560,13 @@ def test_a_limit_beyond_64_bits_means_every_row(client: LogfireQueryClient) -> N
 )
 def test_accept_honours_quality_values(url: str, accept: str, media: str) -> None:
     """The answer's format is the most preferred one serve produces; q=0 means not that one."""
-    reply = httpx.post(f"{url}/v2/query", json={"sql": "SELECT 1 AS one"}, headers={"accept": accept})
+    reply = patient_http.post(f"{url}/v2/query", json={"sql": "SELECT 1 AS one"}, headers={"accept": accept})
     assert reply.status_code == 200 and reply.headers["content-type"].split(";")[0] == media
 
 
 def test_only_a_format_refused_with_q0_is_not_acceptable(url: str) -> None:
     """An `Accept` whose only format serve produces has q=0 gets 406."""
-    reply = httpx.post(
+    reply = patient_http.post(
         f"{url}/v2/query", json={"sql": "SELECT 1"}, headers={"accept": "application/json;q=0"}
     )
     assert reply.status_code == 406
@@ -588,7 +591,7 @@ def test_a_rebound_name_cannot_read_without_a_token(url: str, host: str) -> None
     """Without a serve token, a request naming another host (a web page whose name was rebound to
     127.0.0.1) is refused: only loopback names and addresses read."""
     for method, path in (("POST", "/v2/query"), ("GET", "/v1/read-token-info")):
-        reply = httpx.request(method, f"{url}{path}", json={"sql": "SELECT 1"}, headers={"host": host})
+        reply = patient_http.request(method, f"{url}{path}", json={"sql": "SELECT 1"}, headers={"host": host})
         # serve's guard refuses the foreign name before the route sees it
         assert reply.status_code == 403 and "is not this server's" in reply.text, (path, reply.text)
 
@@ -597,14 +600,16 @@ def test_a_rebound_name_cannot_read_without_a_token(url: str, host: str) -> None
 def test_the_query_routes_alone_refuse_a_rebound_name(store: Store, host: str) -> None:
     """Mounted without serve's guard, the query routes still refuse a foreign `Host` (401)."""
     with running(query_routes(store.path)) as base:
-        reply = httpx.post(f"{base}/v2/query", json={"sql": "SELECT 1"}, headers={"host": host})
+        reply = patient_http.post(f"{base}/v2/query", json={"sql": "SELECT 1"}, headers={"host": host})
         assert reply.status_code == 401, reply.text
-        reply = httpx.post(f"{base}/v2/query", json={"sql": "SELECT 1 AS one"}, headers={"host": "localhost"})
+        reply = patient_http.post(
+            f"{base}/v2/query", json={"sql": "SELECT 1 AS one"}, headers={"host": "localhost"}
+        )
         assert reply.status_code == 200 and reply.json()["data"] == [{"one": 1}]
 
 
 @pytest.mark.parametrize("host", ["localhost", "LOCALHOST:4318", "127.0.0.1", "[::1]:4318", "app.localhost"])
 def test_loopback_names_read_without_a_token(url: str, host: str) -> None:
     """Loopback names and addresses in `Host` read as before."""
-    reply = httpx.post(f"{url}/v2/query", json={"sql": "SELECT 1 AS one"}, headers={"host": host})
+    reply = patient_http.post(f"{url}/v2/query", json={"sql": "SELECT 1 AS one"}, headers={"host": host})
     assert reply.status_code == 200 and reply.json()["data"] == [{"one": 1}]

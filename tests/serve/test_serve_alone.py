@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+import patient_http
 from mastrace.exceptions import MastraceError
 from mastrace.serve import IntakeServer, start_intake
 from seed_run import write_store
@@ -50,9 +51,9 @@ def test_every_route_taking_a_body_refuses_other_media(served: IntakeServer) -> 
     body = '{"sql": "SELECT 1"}'
     for path in ("/v2/query", "/v1/traces"):
         for kind in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"):
-            answer = httpx.post(base + path, content=body, headers={"Content-Type": kind}, timeout=60)
+            answer = patient_http.post(base + path, content=body, headers={"Content-Type": kind}, timeout=60)
             assert answer.status_code == 415, (path, kind, answer.status_code, answer.text)
-    assert httpx.post(base + "/v2/query", json={"sql": "SELECT 1"}, timeout=60).status_code == 200
+    assert patient_http.post(base + "/v2/query", json={"sql": "SELECT 1"}, timeout=60).status_code == 200
 
 
 def test_a_page_on_another_loopback_port_reads_nothing(served: IntakeServer) -> None:
@@ -61,12 +62,14 @@ def test_a_page_on_another_loopback_port_reads_nothing(served: IntakeServer) -> 
     base = f"http://127.0.0.1:{served.http_port}"
     elsewhere = {"Origin": "http://127.0.0.1:9999"}
     own = {"Origin": base}
-    assert httpx.get(base + "/api/runs", headers=elsewhere, timeout=60).status_code == 403
+    assert patient_http.get(base + "/api/runs", headers=elsewhere, timeout=60).status_code == 403
     assert (
-        httpx.post(base + "/v2/query", json={"sql": "SELECT 1"}, headers=elsewhere, timeout=60).status_code
+        patient_http.post(
+            base + "/v2/query", json={"sql": "SELECT 1"}, headers=elsewhere, timeout=60
+        ).status_code
         == 403
     )
-    assert httpx.get(base + "/api/runs", headers=own, timeout=60).status_code == 200
+    assert patient_http.get(base + "/api/runs", headers=own, timeout=60).status_code == 200
 
 
 def test_with_a_token_another_origin_needs_it_in_its_own_header(tmp_path: Path) -> None:
@@ -94,7 +97,7 @@ def test_no_answer_shows_the_stores_path_or_the_home(served: IntakeServer) -> No
     base = f"http://127.0.0.1:{served.http_port}"
     store = str(served.intake.store.resolve())
     home = str(Path.home())
-    info = httpx.get(base + "/v1/read-token-info", timeout=60)
+    info = patient_http.get(base + "/v1/read-token-info", timeout=60)
     assert info.status_code == 200 and info.json()["project_name"] == "store"
     for sql in (
         "SELECT * FROM duckdb_settings()",
@@ -105,7 +108,7 @@ def test_no_answer_shows_the_stores_path_or_the_home(served: IntakeServer) -> No
         "SELECT * FROM sqlite_master",
         f"SELECT * FROM read_json('{store}/segments/nope.ndjson')",
     ):
-        answer = httpx.post(base + "/v2/query", json={"sql": sql}, timeout=60)
+        answer = patient_http.post(base + "/v2/query", json={"sql": sql}, timeout=60)
         assert store not in answer.text and home not in answer.text, (sql, answer.text[:500])
         assert answer.status_code == 400, (sql, answer.status_code)
 
@@ -118,9 +121,9 @@ def test_the_token_comes_from_a_file_and_stays_off_the_command_line(
     token_file.write_text(TOKEN + "\n")
     server: ServeProcess = serve_process("--token-file", str(token_file))  # type: ignore[operator]
     assert TOKEN not in Path(f"/proc/{server.process.pid}/cmdline").read_text()
-    assert httpx.get(server.url + "/api/runs", timeout=60).status_code == 401
+    assert patient_http.get(server.url + "/api/runs", timeout=60).status_code == 401
     assert (
-        httpx.get(
+        patient_http.get(
             server.url + "/api/runs", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60
         ).status_code
         == 200

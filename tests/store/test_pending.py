@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
+import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -15,7 +17,7 @@ from live_agents import live_run, wait_for
 from mastrace.analysis import SpanRow, TraceStore, open_runs, open_spans
 from mastrace.pipeline._pipeline import Destination, Pipeline
 from mastrace.store import LocalStoreExporter, query
-from mastrace.store.reader import pending_files
+from mastrace.store.reader import StoreHealth, pending_files
 from seed_run import SEED_QUERIES, write_store
 
 
@@ -196,3 +198,48 @@ def test_prune_lets_go_of_the_start_records_of_writers_gone(tmp_path: Path) -> N
     assert [p.running for p in pending_files(store)] == [True]
     assert [s.name for s in _open(store)] == ["still.open"]
     running.shutdown()
+
+
+def test_a_tree_with_open_spans_reads_them_without_reading_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`render_trace` draws a trace from its skeleton files: its open spans (one start record whose span
+    ended since, one still open) are told apart on the skeleton too, with no statement over `records`."""
+    import re
+
+    from mastrace.analysis import render_trace
+
+    seed = write_store(tmp_path / "store")
+    writer = LocalStoreExporter(seed.path)
+    tracer = TracerProvider().get_tracer("open")
+    in_seed = trace.set_span_in_context(
+        trace.NonRecordingSpan(
+            trace.SpanContext(int(seed.trace_id, 16), 0x1234, is_remote=True, trace_flags=trace.TraceFlags(1))
+        )
+    )
+    spans = [tracer.start_span(f"agent.agent_z.round_{i}", context=in_seed) for i in range(2)]
+    assert writer.export_pending(spans) == 2  # type: ignore[arg-type]
+    spans[1].end()
+    assert writer.export([spans[1]]).name == "SUCCESS"  # type: ignore[list-item]
+    reads = re.compile(r"\b(?:FROM|JOIN)\s+records\b", re.IGNORECASE)
+    statements: list[str] = []
+    for name in ("table", "execute", "relation"):
+        original = getattr(TraceStore, name)
+
+        def counted(self: TraceStore, sql: str, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            statements.append(sql)
+            return _original(self, sql, *args, **kwargs)
+
+        monkeypatch.setattr(TraceStore, name, counted)
+    checked = []
+    monkeypatch.setattr(
+        "mastrace.analysis._store.check_store", lambda *a, **k: checked.append(1) or StoreHealth(0, 0)
+    )
+    try:
+        with TraceStore(seed.path) as traces:
+            text = render_trace(traces, seed.trace_id, max_spans=None)
+    finally:
+        writer.shutdown()
+    assert "agent.agent_z.round_0  … running" in text
+    assert "agent.agent_z.round_1" in text and "agent.agent_z.round_1  … running" not in text
+    assert [sql for sql in statements if reads.search(sql)] == [] and checked == []

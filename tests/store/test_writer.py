@@ -87,6 +87,19 @@ def test_the_segment_exists_before_the_first_export(tmp_path: Path) -> None:
     assert query("SELECT count(*) AS n FROM records", tmp_path / "new" / "store") == [{"n": 0}]
 
 
+def test_warm_up_encodes_and_writes_nothing(tmp_path: Path, tree: list[ReadableSpan]) -> None:
+    """`warm_up` runs the encoder over the spans (filling its caches) and leaves every file of the store as
+    it was and every count at zero; the next export writes its spans, and only those."""
+    exporter = LocalStoreExporter(tmp_path)
+    before = {p: p.stat().st_size for p in tmp_path.rglob("*") if p.is_file()}
+    exporter.warm_up(tree)
+    assert {p: p.stat().st_size for p in tmp_path.rglob("*") if p.is_file()} == before
+    assert (exporter.exported_spans, exporter.failed_spans, exporter.truncated_spans) == (0, 0, 0)
+    assert exporter._encoder._resources  # what the first export would have built, built
+    assert exporter.export(tree[:1]) is SpanExportResult.SUCCESS
+    assert query("SELECT span_name FROM records", tmp_path) == [{"span_name": tree[0].name}]
+
+
 def test_segments_rotate_past_the_size_limit(tmp_path: Path, spans: list[ReadableSpan]) -> None:
     """A segment larger than max_segment_bytes is closed and the next export starts a new one."""
     exporter = LocalStoreExporter(tmp_path, max_segment_bytes=1)

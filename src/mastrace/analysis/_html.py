@@ -96,7 +96,8 @@ def _span_data(span: SpanRow, category: str, offset: str, duration: str) -> dict
 def _row(node: TreeNode, category: str, origin_us: int, total_us: int, duration: str) -> str:
     span = node.span
     left = 100.0 * (span.start_us - origin_us) / total_us
-    width = 100.0 * max(0, span.end_us - span.start_us) / total_us
+    end = origin_us + total_us if span.state else span.end_us  # an open span: to the trace's last time
+    width = 100.0 * max(0, end - span.start_us) / total_us
     sid = _escape(span.span_id)
     name = _escape(span.label)
     shown = _escape(duration)
@@ -105,9 +106,10 @@ def _row(node: TreeNode, category: str, origin_us: int, total_us: int, duration:
         mark += f'<span class="err" title="{_escape(node.note)}">⚠</span>'
     title = f"{name} · {shown}"
     pad = 8 + node.depth * _INDENT_PX
-    instant = span.span_type == "log" or span.end_us == span.start_us
+    instant = not span.state and (span.span_type == "log" or span.end_us == span.start_us)
+    state = f" open {span.state}" if span.state else ""
     return (
-        f'<div class="row" tabindex="0" data-span-id="{sid}">'
+        f'<div class="row{state}" tabindex="0" data-span-id="{sid}">'
         f'<div class="label-col" style="padding-left:{pad}px" title="{title}">{mark}'
         f'<span class="name">{name}</span><span class="dur">{"event" if instant else shown}</span></div>'
         f'<div class="track"><div class="span-bar kind-{category}" data-depth="{node.depth}" '
@@ -187,7 +189,8 @@ def _page(nodes: Sequence[TreeNode], trace_id: str, total: int, errors: int, ori
         category = categories.get(key)
         if category is None:
             category = categories[key] = span_category(*key)
-        duration = format_duration(span.duration)
+        # A span that started and has not ended (see `open_spans`): said, never a duration of 0.
+        duration = f"… {span.state}" if span.state else format_duration(span.duration)
         rows.append(_row(node, category, origin, total_us, duration))
         offset = format_duration((span.start_us - origin) / 1e6)
         data[span.span_id] = _span_data(span, category, offset, duration)

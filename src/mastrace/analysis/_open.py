@@ -12,6 +12,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+import duckdb
+
 from .. import semconv
 from ..exceptions import StoreError
 from ..store._schema import read_json_sql, view_sql
@@ -25,19 +27,24 @@ RUNNING = "running"
 UNFINISHED = "unfinished"
 
 _VIEW = "_mastrace_open_{state}"
-_OPEN_SQL = """
-SELECT trace_id, span_id, parent_span_id, span_name, message, span_type, level,
+_COLUMNS = """trace_id, span_id, parent_span_id, span_name, message, span_type, level,
        epoch_us(start_timestamp) AS start_us, epoch_us(start_timestamp) AS end_us, 0.0 AS duration,
        is_exception, exception_type, exception_message, otel_status_code, otel_status_message, otel_kind,
        otel_scope_name, otel_scope_version, service_name,
        CAST(attributes AS VARCHAR) AS attributes, CAST(otel_events AS VARCHAR) AS otel_events,
        CAST(otel_links AS VARCHAR) AS otel_links, exception_stacktrace,
-       CAST(otel_resource_attributes AS VARCHAR) AS resource
-FROM {view} AS p
-WHERE {only}
-  AND NOT EXISTS (SELECT 1 FROM records AS r WHERE r.trace_id = p.trace_id AND r.span_id = p.span_id)
+       CAST(otel_resource_attributes AS VARCHAR) AS resource, start_timestamp"""
+# The start records of every pending file, each with its writer's state, in one statement: spans
+# that ended are left out (with `check`) in one pass over `records`.
+_OPEN_SQL = """
+SELECT * EXCLUDE (start_timestamp) FROM ({union}) AS p
+WHERE {only}{ended}
 ORDER BY start_timestamp, span_id
 """
+_PART_SQL = "SELECT {columns}, '{state}' AS state FROM {view}"
+_ENDED_SQL = (
+    "\n  AND NOT EXISTS (SELECT 1 FROM records AS r WHERE r.trace_id = p.trace_id AND r.span_id = p.span_id)"
+)
 
 
 @dataclass(frozen=True)
@@ -52,16 +59,23 @@ class OpenRun:
     root: SpanRow | None
 
 
-def open_spans(store: TraceStore, trace_id: str | None = None) -> list[SpanRow]:
+def open_spans(store: TraceStore, trace_id: str | None = None, *, check: bool = True) -> list[SpanRow]:
     """The spans of `trace_id` (None: of every trace) that started and have not ended, by start time.
 
     Each has `state` set (`running` or `unfinished`) and its end equal to its start.
+
+    Args:
+        store: The store.
+        trace_id: The trace; None for every trace.
+        check: Leave out the spans whose end is in `records` (one pass over it). False: every start
+            record, some of whose spans may have ended since, for a caller that finds those in a
+            pass over `records` (or the trace's skeleton) that it makes anyway.
     """
     if not getattr(store, "paths", None):
         return []  # another source (ClickHouse, a Query API) has no start records
     for attempt in (1, 2):
         try:
-            return _read_open(store, trace_id)
+            return _read_open(store, trace_id, check)
         except StoreError:
             # A writer that shut down deleted its pending file meanwhile: list them again. Start
             # records are a view of what runs now, never a reason for a page or command to fail.
@@ -70,21 +84,34 @@ def open_spans(store: TraceStore, trace_id: str | None = None) -> list[SpanRow]:
     return []
 
 
-def _read_open(store: TraceStore, trace_id: str | None) -> list[SpanRow]:
-    found: list[SpanRow] = []
+def _read_open(store: TraceStore, trace_id: str | None, check: bool) -> list[SpanRow]:
     files = pending_files(store.paths)
+    parts = []
     for state, running in ((RUNNING, True), (UNFINISHED, False)):
         names = readable_files([str(f.path) for f in files if f.running == running])
         if not names:
             continue
         view = _VIEW.format(state=state)
-        store.execute(view_sql(read_json_sql(names), view))
-        only = "true" if trace_id is None else "trace_id = ?"
-        params = None if trace_id is None else [trace_id]
-        for row in store.rows(_OPEN_SQL.format(view=view, only=only), params):
-            span = span_row(row)
-            span.state = state
-            found.append(span)
+        # On the connection itself: `store.execute` would take `read_json`'s `records = true` for a
+        # read of `records` and first scan the store for spans stored twice.
+        try:
+            store.con.execute(view_sql(read_json_sql(names), view))
+        except duckdb.Error as exc:
+            raise StoreError(f"cannot read the pending spans: {exc}") from exc
+        parts.append(_PART_SQL.format(columns=_COLUMNS, state=state, view=view))
+    if not parts:
+        return []
+    sql = _OPEN_SQL.format(
+        union="\n  UNION ALL\n".join(parts),
+        only="true" if trace_id is None else "trace_id = ?",
+        ended=_ENDED_SQL if check else "",
+    )
+    found: list[SpanRow] = []
+    for row in store.rows(sql, None if trace_id is None else [trace_id]):
+        state = row.pop("state")
+        span = span_row(row)
+        span.state = state
+        found.append(span)
     found.sort(key=lambda s: (s.start_us, s.span_id))
     return found
 

@@ -250,8 +250,18 @@ def read_prefix(store: TraceStore, trace_id: str, max_spans: int | None) -> Trac
 
 
 def _add_open(store: TraceStore, trace_id: str) -> dict[str, SpanRow]:
-    """Add the trace's open spans (started, not ended: see `_open`) to `_SKELETON`; return them by id."""
-    opened = {span.span_id: span for span in open_spans(store, trace_id)}
+    """Add the trace's open spans (started, not ended: see `_open`) to `_SKELETON`; return them by id.
+
+    A start record whose span's end is in the skeleton (the trace's ended spans, just copied) is that
+    span: `records` is not read for it."""
+    opened = {span.span_id: span for span in open_spans(store, trace_id, check=False)}
+    if opened:
+        ended = store.table(
+            f"SELECT span_id FROM {_SKELETON} WHERE span_id IN (SELECT unnest($i::UBIGINT[]))",
+            {"i": [int(span_id, 16) for span_id in opened]},
+        )[1]
+        for (span_id,) in ended:
+            opened.pop(f"{int(span_id):016x}", None)
     if opened:
         spans = list(opened.values())
         store.execute(

@@ -21,7 +21,7 @@ import duckdb
 from .. import semconv
 from ..exceptions import StoreError
 from ..store._limits import QueryLimits, QueryTimeout, run_limited
-from ..store._schema import SEGMENTS_DIR, read_json_sql, view_sql
+from ..store._schema import SEGMENTS_DIR, VALID_ROW_SQL, read_json_sql, view_sql
 from ..store._sql_compat import portable_sql
 from ..store.reader import (
     StoreHealth,
@@ -30,6 +30,7 @@ from ..store.reader import (
     compact_generation,
     compacted_files,
     connect,
+    pending_files,
     readable_files,
     refresh_views,
     roots_complete,
@@ -65,6 +66,16 @@ WHERE parent_span_id IS NULL
 GROUP BY trace_id
 ORDER BY start_us DESC
 LIMIT ?
+"""
+
+# The start records of spans still open (`pending/`, see `mastrace.analysis.open_spans`), per trace:
+# its earliest start, and its earliest root span's. Small files, read without `records`.
+_STARTED_SQL = f"""
+SELECT trace_id, min(start_ns) // 1000 AS start_us,
+       min(start_ns) FILTER (WHERE parent_span_id IS NULL) // 1000 AS root_us
+FROM {{source}} AS pending
+WHERE {VALID_ROW_SQL}
+GROUP BY trace_id
 """
 
 _ROOT_KEY = (
@@ -161,6 +172,23 @@ class RunRef:
     trace_id: str
     start_us: int
     is_session: bool
+
+
+def _with_started(refs: Sequence[RunRef], started: Mapping[str, tuple[int, int | None]]) -> list[RunRef]:
+    """`refs` (every run, newest first) with the runs none of whose spans ended yet, a run starting at
+    its earliest span, ended or open."""
+    if not started:
+        return list(refs)
+    known = {ref.trace_id: ref for ref in refs}
+    out = [
+        RunRef(ref.trace_id, min(ref.start_us, started[ref.trace_id][0]), ref.is_session)
+        if ref.trace_id in started
+        else ref
+        for ref in refs
+    ]
+    out += [RunRef(t, start, False) for t, (start, _) in started.items() if t not in known]
+    out.sort(key=lambda r: r.start_us, reverse=True)
+    return out
 
 
 @dataclass(frozen=True)
@@ -426,7 +454,9 @@ class TraceStore:
         """Turn `latest`, `previous`, a full trace id or a unique prefix into a trace id.
 
         `latest` is the most recent run of any kind (a coordination session, a script's own spans, a
-        plain SDK call: the trace whose root span started last), `previous` the one before it.
+        plain SDK call: the trace whose root span started last), `previous` the one before it. A run
+        whose root span has not ended yet counts from its start record (see `open_spans`), and a
+        prefix also matches the runs none of whose spans ended yet.
 
         Raises:
             StoreError: The store is empty, or no (or more than one) trace matches.
@@ -443,6 +473,8 @@ class TraceStore:
         if len(text) < _MIN_PREFIX:
             raise StoreError(f"trace id prefix {ref!r} is too short: give at least {_MIN_PREFIX} characters")
         found = self._matching(text)
+        if len(found) < 2:  # and the runs that so far have only open spans
+            found = list(dict.fromkeys([*found, *sorted(t for t in self._started() if t.startswith(text))]))
         if len(found) == 1:
             return str(found[0])
         if not found:
@@ -463,19 +495,22 @@ class TraceStore:
                 when it can be (two sessions in it, or every run of the store), with no query.
             limit: The limit those runs were read with.
         """
-        newest = self._latest_sessions(2)  # the common case, in one look at the roots
+        started = self._started()
+        newest = self._newest(2, started)  # the common case, in one look at the roots
         if len(newest) < 2:
             if runs is not None and (not limit or len(runs) < limit):
-                newest = [r.trace_id for r in runs][:2]
+                every = [RunRef(r.trace_id, r.start_us, r.is_session) for r in runs]
             else:
-                newest = [r.trace_id for r in self.index()][:2]
+                every = self.index()
+            newest = [r.trace_id for r in _with_started(every, started)][:2]
         return dict(zip(newest, ("latest", "previous"), strict=False))
 
     def _by_position(self, position: int, alias: str) -> str:
-        newest = self._latest_sessions(position + 1)
+        started = self._started()
+        newest = self._newest(position + 1, started)
         if len(newest) > position:
             return newest[position]
-        refs = self.index()
+        refs = _with_started(self.index(), started)
         if not refs:
             self.ensure_not_empty()
         sessions = refs
@@ -486,17 +521,64 @@ class TraceStore:
             )
         return sessions[position].trace_id
 
+    def _newest(self, limit: int, started: Mapping[str, tuple[int, int | None]]) -> list[str]:
+        """The trace ids of the `limit` newest runs (traces with a root span), newest first, a root span
+        still open (its start record) counting as one that ended."""
+        opened = {trace_id: root for trace_id, (_, root) in started.items() if root is not None}
+        if not opened:
+            return self._latest_sessions(limit)  # a store without start records: as it always was
+        starts: dict[str, int] = {}
+        for trace_id, start in [*self._root_starts(limit), *opened.items()]:
+            starts[trace_id] = min(start, starts.get(trace_id, start))
+        # A root that ended since its start record was written is the same run at the same start;
+        # one older than the `limit` newest ended roots comes after them.
+        return sorted(starts, key=lambda t: (starts[t], t), reverse=True)[:limit]
+
+    def _started(self) -> dict[str, tuple[int, int | None]]:
+        """Trace id → (earliest start, earliest root span start or None) of the start records of
+        spans open at a flush (`pending/`), some of which may have ended since; {} when there are none.
+
+        Read in the writers' small files, never in `records`; a file deleted meanwhile (its writer
+        shut down with every span ended) is read again without it.
+        """
+        if not self.paths:
+            return {}  # another source (a Query API, ClickHouse) keeps no start records
+        timeout = self.limits.timeout if self.limits is not None else None
+        for _ in (1, 2):
+            names = readable_files([str(f.path) for f in pending_files(self.paths)])
+            if not names:
+                return {}
+            sql = _STARTED_SQL.format(source=read_json_sql(names))
+
+            def read(sql: str = sql) -> list[tuple[Any, ...]]:
+                # on the connection itself: `execute` would first check `records` (a scan)
+                return self.con.execute(sql).fetchall()
+
+            try:
+                rows = run_limited(self.con, timeout, read)
+            except duckdb.Error:
+                continue
+            except QueryTimeout:
+                return {}
+            return {str(t): (int(start), None if root is None else int(root)) for t, start, root in rows}
+        return {}
+
     def _latest_sessions(self, limit: int) -> list[str]:
         """The trace ids of the `limit` newest runs (traces with a root span), newest first."""
+        return [trace_id for trace_id, _ in self._root_starts(limit)]
+
+    def _root_starts(self, limit: int) -> list[tuple[str, int]]:
+        """`_latest_sessions` with each run's start (µs)."""
         if roots_complete(self.paths):
             try:
-                return self._session_ids("roots", limit)
+                return self._session_starts("roots", limit)
             except StoreError:
                 pass  # a roots file given up by its writer since the check: scan the segments
-        return self._session_ids("records", limit)
+        return self._session_starts("records", limit)
 
-    def _session_ids(self, table: str, limit: int) -> list[str]:
-        return [str(r["trace_id"]) for r in self.rows(_SESSIONS_SQL.format(table=table), [limit])]
+    def _session_starts(self, table: str, limit: int) -> list[tuple[str, int]]:
+        rows = self.rows(_SESSIONS_SQL.format(table=table), [limit])
+        return [(str(r["trace_id"]), int(r["start_us"])) for r in rows]
 
     # -- spans -------------------------------------------------------------------------------------
     def spans(
@@ -557,5 +639,10 @@ class TraceStore:
         """Raise the right `StoreError` when `trace_id` had no rows (`found` False)."""
         if found:
             return
+        if trace_id in self._started():
+            raise StoreError(
+                f"no span of run {trace_id} has ended yet: its spans are open "
+                f"(`mastrace tree {trace_id}` shows them)"
+            )
         self.ensure_not_empty()
         raise StoreError(f"no trace {trace_id!r} in the store at {self.where} (see `mastrace runs`)")

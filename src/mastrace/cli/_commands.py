@@ -153,7 +153,7 @@ def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
         except StoreError:
             if not opened:
                 raise
-            runs, marks = [], {}  # nothing ended yet, but runs have started
+            runs, marks = [], store.aliases([])  # nothing ended yet, but runs have started
         runs = with_open_runs(runs, opened)
     states = {trace_id: run.state for trace_id, run in opened.items()}
     if args.format == "json":

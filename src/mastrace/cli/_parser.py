@@ -26,8 +26,8 @@ _DESCRIPTION = """\
 Inspect the local trace store that mastrace writes (default: $MASTRACE_DIR or ./.mastrace).
 
 TRACE is a trace id, a unique prefix of one (4+ hex characters), 'latest' or 'previous'.
-'latest' is the newest coordination session (a trace whose root span is the session span)
-when the store has one, else the newest trace; `mastrace runs` marks the rows they pick.
+'latest' is the newest run (the trace whose root span started last, a run whose root span
+is still open included), 'previous' the one before it; `mastrace runs` marks the rows they pick.
 The SQL table is `records`, with Logfire's columns."""
 
 _EPILOG = """\
@@ -160,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[reading],
         help="list runs (traces), newest first; 'latest' and 'previous' marked",
         description="List runs (one per trace), newest first. The 'ref' column marks the runs that "
-        "'latest' and 'previous' pick: coordination sessions come first.",
+        "'latest' and 'previous' pick.",
     )
     runs.add_argument("--limit", type=int, default=20, help="show at most N runs (0: all; default 20)")
     runs.add_argument("--format", choices=("table", "json"), default="table")
@@ -485,6 +485,13 @@ def _run_parser(sub: Any) -> None:
         "--experiment",
         metavar="NAME",
         help="the experiment the program's runs belong to (named on every root span)",
+    )
+    run.add_argument(
+        "--repetition",
+        metavar="N",
+        type=int,
+        help="the repetition the program runs (0, 1, ...), for an experiment run one process per "
+        "repetition: on every root span, and MassGen turns count from it",
     )
     run.add_argument(
         "--instrument",

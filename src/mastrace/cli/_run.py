@@ -159,6 +159,8 @@ def _pins(args: argparse.Namespace) -> dict[str, Any]:
         given["console"] = ("--console", True)
     if getattr(args, "experiment", None) is not None:
         given["experiment"] = ("--experiment", args.experiment)
+    if getattr(args, "repetition", None) is not None:
+        given["repetition"] = ("--repetition", args.repetition)
     params = {p.name: p for p in _settings.PARAMS}
     pins: dict[str, Any] = {}
     for name, (option, value) in given.items():

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import contextvars
 import time
+import weakref
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import wrapt
@@ -26,7 +27,15 @@ from ..tracing._errors import handle_internal_errors, log_internal_error, warn_o
 from ..tracing._genai import LastSeen, capture_enabled, current_conversation_id, request_attributes, server_of
 from ..tracing._messages import Output, tool_result_ids
 from ..tracing._tracer import NOOP_SPAN, NoOpSpan, Span, attach_span, get_tracer
-from ..usage import CostCalculator, TokenUsage, credit_usage, current_sinks, field_of, usage_attributes
+from ..usage import (
+    UNCOUNTED_CALLS,
+    CostCalculator,
+    TokenUsage,
+    credit_usage,
+    current_sinks,
+    field_of,
+    usage_attributes,
+)
 from . import _http_retries
 from ._llm_streams import AsyncStream, SyncStream
 
@@ -38,6 +47,7 @@ __all__ = [
     "Reader",
     "async_wrapper",
     "current_call",
+    "cut_off_calls",
     "pending_llm_span",
     "sync_wrapper",
 ]
@@ -240,10 +250,23 @@ class Call:
             self.end()
         return chunk
 
+    def cut_off(self, reason: str) -> None:
+        """End the call now, from outside it: what it was part of ended while it ran (a round cut
+        short by an interrupt or a timeout). Its stream is not read any further: error status with
+        `reason`, and its usage unknown unless it came already."""
+        if self.done:
+            return
+        try:
+            self.span.set_status("error", f"cut off: {reason}")
+        except Exception as exc:
+            log_internal_error("llm cut off", exc)
+        self.end()
+
     def end(self, error: BaseException | None = None) -> None:
         if self.done:
             return
         self.done = True
+        _IN_FLIGHT.discard(self)
         attrs: dict[str, Any] = {}
         try:  # not `handle_internal_errors`: a generator context manager costs more than this
             attrs = self._end_attributes(error)
@@ -252,6 +275,17 @@ class Call:
                 usage = self._priced(usage, attrs)
                 attrs.update(usage_attributes(usage, massgen=False))
                 attrs[semconv.MASTRACE_USAGE] = usage.to_dict()
+            if (usage is None or (self.stream and not self.finish_reasons)) and not _refused(error):
+                # Cut off before the usage came (or none was sent): unknown, not 0, and the rounds
+                # and sessions around it say so.
+                attrs[semconv.MASTRACE_USAGE_UNKNOWN] = True
+                units: dict[str, int | float] = {UNCOUNTED_CALLS: 1}
+                usage = (
+                    TokenUsage(provider=self.provider, units=units)
+                    if usage is None
+                    else replace(usage, units={**usage.units, **units})
+                )
+            if usage is not None:
                 credit_usage(usage, None, chain=self.sinks)
         except Exception as exc:
             log_internal_error("llm end", exc)
@@ -302,11 +336,20 @@ class Call:
         return priced.usage
 
 
+def _refused(error: BaseException | None) -> bool:
+    """Whether the call failed with an HTTP error status (the provider refused it: no usage to miss)."""
+    return isinstance(getattr(error, "status_code", None), int)
+
+
 def _named(reader: Reader, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Mapping[str, Any]:
     """The call's arguments by name (the reader's positional parameters named, keywords as they are)."""
     if not args or not reader.positional:
         return kwargs
     return {**dict(zip(reader.positional, args, strict=False)), **kwargs}
+
+
+_IN_FLIGHT: weakref.WeakSet[Call] = weakref.WeakSet()
+"""The calls started and not ended yet (`cut_off_calls` ends those of a round cut short)."""
 
 
 def start_call(reader: Reader, instance: Any, kwargs: Mapping[str, Any]) -> Call | None:
@@ -318,7 +361,23 @@ def start_call(reader: Reader, instance: Any, kwargs: Mapping[str, Any]) -> Call
     except Exception as exc:
         log_internal_error("llm start", exc)
         return None
-    return None if call.span is NOOP_SPAN else call
+    if call.span is NOOP_SPAN:
+        return None
+    _IN_FLIGHT.add(call)
+    return call
+
+
+def cut_off_calls(sink: object, reason: str) -> int:
+    """End now the calls in flight whose usage goes to `sink` (a round's accumulator), because what
+    they ran in ended from outside (`AgentRound.cut_short`): each ends inside it, says it was cut
+    off, and its usage (unknown, if it had not come yet) reaches the round and its session before
+    they end. Returns how many."""
+    cut = 0
+    for call in list(_IN_FLIGHT):
+        if not call.done and any(s is sink for s in call.sinks):
+            call.cut_off(reason)
+            cut += 1
+    return cut
 
 
 def sync_wrapper(reader: Reader) -> Callable[..., Any]:

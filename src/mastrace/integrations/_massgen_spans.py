@@ -29,10 +29,11 @@ from ..mixins.agent import AgentRound
 from ..mixins.coordination import CoordinationSession, current_session
 from ..registry import Registry
 from ..tracing._errors import handle_internal_errors, text_of
+from ..tracing._state import STATE
 from ..tracing._tracer import NoOpSpan, Span, get_tracer
 from ..usage import TokenUsage
 from . import _massgen_turns as turns
-from ._llm_calls import PendingLLMSpan, pending_llm_span
+from ._llm_calls import PendingLLMSpan, cut_off_calls, pending_llm_span
 
 __all__ = [
     "_LOCK",
@@ -185,8 +186,10 @@ class _RoundSpan:
         self._handle.set_attribute(semconv.MASSGEN_ENFORCEMENT_RETRIES, self._retries)
 
     def cut_short(self, outcome: str, reason: str, event: str | None = None) -> None:
-        """The round ends now with `outcome` (timeout, interrupted, cancelled): see `AgentRound.cut_short`."""
+        """The round ends now with `outcome` (timeout, interrupted, cancelled): see `AgentRound.cut_short`.
+        The LLM calls still running in it end first, cut off (`_llm_calls.cut_off_calls`)."""
         with handle_internal_errors("massgen round cut short"):
+            cut_off_calls(self._handle._usage, f"{outcome}: {reason}")
             self.finish_usage()
         self._handle.cut_short(outcome, reason, event)
 
@@ -307,12 +310,15 @@ def _new_session(attributes: Mapping[str, Any]) -> turns.SessionHandle:
 
 def _experiment_attributes(question: Any) -> dict[str, Any]:
     """A turn as a run of an experiment: the question is its task, and the turns of this process that
-    asked it before count its repetition (the configuration and its hash come with the session)."""
+    asked it before count its repetition, from `configure(repetition=...)` (`mastrace run
+    --repetition N`) when an experiment runs one process per repetition, else from 0 (the
+    configuration and its hash come with the session)."""
     if not isinstance(question, str) or not question:
         return {}
     with _LOCK:
-        repetition = _state.asked.get(question, 0)
-        _state.asked[question] = repetition + 1
+        asked = _state.asked.get(question, 0)
+        _state.asked[question] = asked + 1
+    repetition = (STATE.repetition or 0) + asked
     return {
         semconv.MASTRACE_EXPERIMENT_TASK_ID: question,
         semconv.MASTRACE_EXPERIMENT_REPETITION: repetition,

@@ -11,6 +11,9 @@ that follow a turn from start to end.
   `massgen.enforcement` events on the round they happened in.
 - An MCP tool result the MCP SDK reports as an error (`isError`) sets error status on its
   `mcp.<server>.<tool>` span, whatever MassGen's `tool.success` says.
+- Rounds still running when a turn ends are cut short: `interrupted` when a SIGINT (Ctrl-C) ended it,
+  also when it reached the turn as the cancellation `asyncio.run()` turns it into (`SIGINT` below),
+  else `cancelled`.
 - LLM calls made by a MassGen backend are priced by MassGen's own calculator (LiteLLM's), so the
   costs equal MassGen's; a model MassGen cannot price is left to mastrace's table, else unknown.
 """
@@ -18,8 +21,12 @@ that follow a turn from start to end.
 from __future__ import annotations
 
 import contextvars
+import functools
+import signal
+import sys
 import threading
 import time
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -317,6 +324,60 @@ async def call_tool(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     return result
 
 
+# -- SIGINT ----------------------------------------------------------------------------------------
+
+INTERRUPTED = "KeyboardInterrupt (SIGINT)"
+"""The start of the failure reason of a turn a SIGINT ended (and of its rounds' error message)."""
+
+
+def sigint_runner() -> Any:
+    """The `asyncio.Runner` handling SIGINT in this process now, else None (read only: mastrace
+    installs no signal handler).
+
+    From Python 3.11, `asyncio.run()` handles SIGINT while its main task runs: the first one cancels
+    the main task, so the turn ends with a `CancelledError`, and the runner counts it (the
+    `KeyboardInterrupt` is raised only once the task has ended). MassGen's `CancellationManager`,
+    while registered, keeps the handler it replaced (`_original_handler`).
+    """
+    runner_type = getattr(sys.modules.get("asyncio"), "Runner", None)
+    if runner_type is None:  # Python 3.10: SIGINT raises KeyboardInterrupt, seen as it propagates
+        return None
+    handler: Any = signal.getsignal(signal.SIGINT)
+    for _ in range(3):
+        if isinstance(handler, functools.partial):
+            owner = getattr(handler.func, "__self__", None)
+            return owner if isinstance(owner, runner_type) else None
+        handler = getattr(getattr(handler, "__self__", None), "_original_handler", None)
+        if handler is None:
+            return None
+    return None
+
+
+def runner_interrupted(runner: Any) -> bool:
+    """Whether `runner` (an `asyncio.Runner`) has received a SIGINT while it ran its main task."""
+    count = getattr(runner, "_interrupt_count", 0)
+    return isinstance(count, int) and count > 0
+
+
+def caused_by_interrupt(exc: BaseException | None) -> bool:
+    """Whether `exc` is a `KeyboardInterrupt`, or was raised while one was being handled or because
+    of one (Python 3.10's `asyncio.run()` cancels its tasks as the `KeyboardInterrupt` leaves it)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen and len(seen) < 16:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def interrupted_reason(reason: str) -> str:
+    """A turn's failure reason, said to be a SIGINT's doing."""
+    if reason.startswith(KeyboardInterrupt.__name__):
+        reason = reason[len(KeyboardInterrupt.__name__) :].lstrip(": ")
+    return f"{INTERRUPTED}: {reason}" if reason else INTERRUPTED
+
+
 # -- the session of a turn ---------------------------------------------------------------------------
 
 
@@ -335,6 +396,11 @@ class SessionHandle:
         self._close_after_presentation = False
         self.failure: str | None = None
         self.timed_out = False
+        self.interrupted = False  # a SIGINT ended the turn (MassGen's own Ctrl-C flag said so)
+        # Whoever handles SIGINT while the turn runs (`sigint_runner`), to ask at the end whether it
+        # came: by then `asyncio.run()` may have put its handler back.
+        runner = sigint_runner()
+        self._runner = weakref.ref(runner) if runner is not None else None
 
     def __enter__(self) -> Any:
         self.session.__enter__()
@@ -367,10 +433,21 @@ class SessionHandle:
         span.set_attribute(semconv.MASSGEN_TIMEOUT_REASON, reason)
         span.set_status("error", f"{semconv.OUTCOME_TIMEOUT}: {reason}")
 
+    def was_interrupted(self, exc: BaseException | None = None) -> bool:
+        """Whether a SIGINT ended the turn: `exc` (what ended it) is or follows a `KeyboardInterrupt`,
+        or the `asyncio.Runner` handling SIGINT received one (it cancels the turn's task)."""
+        if self.interrupted or caused_by_interrupt(exc):
+            return True
+        runner = self._runner() if self._runner is not None else None
+        return runner is not None and runner_interrupted(runner)
+
     def fail(self, reason: str, exc: BaseException | None = None) -> None:
-        """End the turn's session as failed (`reason` says why)."""
+        """End the turn's session as failed (`reason` says why; a SIGINT's doing says so)."""
         if not self.open:
             return
+        if self.was_interrupted(exc):
+            self.interrupted = True
+            reason = interrupted_reason(reason)
         self.failure = reason
         span = self.session.span
         span.set_attribute(semconv.MASSGEN_FAILURE_REASON, reason)
@@ -407,11 +484,11 @@ class SessionHandle:
             ]
         if not mine:
             return
-        interrupted = isinstance(exc, KeyboardInterrupt) or (
-            self.failure is not None and self.failure.startswith(KeyboardInterrupt.__name__)
-        )
+        interrupted = self.was_interrupted(exc)
         outcome = semconv.OUTCOME_INTERRUPTED if interrupted else semconv.OUTCOME_CANCELLED
         reason = self.failure or (f"{type(exc).__name__}: {exc}" if exc is not None else "the turn ended")
+        if interrupted and not reason.startswith(INTERRUPTED):
+            reason = interrupted_reason(reason)
         for agent, proxy in mine:
             with handle_internal_errors("massgen open round"):
                 proxy.cut_short(outcome, reason)
@@ -452,6 +529,10 @@ async def watch_turn(orchestrator: Any, stream: Any) -> Any:
         with handle_internal_errors("massgen turn end"):
             handle = open_session(getattr(orchestrator, "coordination_tracker", None))
             if handle is not None and handle.open:
+                # MassGen's own Ctrl-C handler (interactive sessions) only raises a flag.
+                manager = getattr(orchestrator, "cancellation_manager", None)
+                if getattr(manager, "is_cancelled", False) is True:
+                    handle.interrupted = True
                 if getattr(orchestrator, "is_orchestrator_timeout", False) is True:
                     handle.time_out(
                         str(getattr(orchestrator, "timeout_reason", None) or "time limit exceeded")

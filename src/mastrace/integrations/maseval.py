@@ -33,7 +33,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import Counter
 from collections.abc import Mapping
@@ -226,7 +225,7 @@ class MastraceCallback(BenchmarkCallback):  # type: ignore[misc]
         config = report.get("config")
         if isinstance(config, Mapping) and config:
             snapshot = self._snapshots.snapshot(config)
-            span.set_attribute(semconv.MASTRACE_CONFIG, json.loads(snapshot.text))
+            span.set_json_attribute(semconv.MASTRACE_CONFIG, snapshot.text)
             span.set_attribute(semconv.MASTRACE_CONFIG_HASH, snapshot.hash)
         usage = report.get("usage")
         if isinstance(usage, Mapping):

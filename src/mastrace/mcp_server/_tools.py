@@ -22,12 +22,14 @@ from ..analysis import (
     TraceStore,
     build_report,
     diff_reports,
+    open_runs,
     read_outcome_diff,
     render_diff,
     render_markdown,
     render_outcome_diff,
     render_runs,
     render_trace,
+    with_open_runs,
 )
 from ..analysis._select import TimeLimit, Window, bounded_relation, check_no_paths
 from ..analysis._wire import json_rows
@@ -263,12 +265,22 @@ class Tools:
 
     def list_runs(self, limit: int = 20) -> str:
         """The newest runs: root span, start, duration, spans, errors, tokens, cost; `ref` marks the runs
-        `latest` and `previous` pick (the newest coordination sessions, not always the first rows)."""
+        `latest` and `previous` pick (the newest root spans, not always the first rows); `state` says
+        which runs have spans still open (running, or left unfinished), as `mastrace runs` does."""
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 500:
             raise StoreError("limit is a number of runs from 1 to 500")
         with self._store() as store:
-            runs = store.runs(limit=limit)
-            return self._noted(store, bounded_text(render_runs(runs, marks=store.aliases(runs, limit))))
+            opened = open_runs(store)
+            try:
+                runs = store.runs(limit=limit)
+                marks = store.aliases(runs, limit)
+            except StoreError:
+                if not opened:
+                    raise
+                runs, marks = [], store.aliases([])  # nothing ended yet, but runs have started
+            runs = with_open_runs(runs, opened)[:limit]
+            states = {trace_id: run.state for trace_id, run in opened.items()}
+            return self._noted(store, bounded_text(render_runs(runs, marks=marks, states=states)))
 
     def trace_tree(self, trace_id: str = "latest", max_spans: int = MAX_TREE_SPANS) -> str:
         """A trace's span hierarchy with durations and key attributes."""

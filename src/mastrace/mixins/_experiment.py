@@ -10,7 +10,6 @@ under the evaluated run, in the current run or, from another process later, in t
 from __future__ import annotations
 
 import contextvars
-import json
 import random
 from collections.abc import Mapping
 from types import TracebackType
@@ -19,10 +18,11 @@ from typing import Any, NamedTuple
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+from opentelemetry.util.types import AttributeValue
 
 from .. import semconv
 from ..pipeline._snapshots_on_spans import SnapshotCache
-from ..tracing._errors import handle_internal_errors
+from ..tracing._errors import handle_internal_errors, log_internal_error
 from ..tracing._state import STATE
 from ..tracing._tracer import NoOpSpan, Span, get_tracer
 
@@ -46,19 +46,22 @@ class ExperimentRun:
     def __init__(
         self,
         task: str,
-        repetition: int,
+        repetition: int | None,
         experiment: str | None,
         config: Mapping[str, Any] | None,
         attributes: Mapping[str, Any] | None,
     ) -> None:
         self.task = str(task)
-        self.repetition = int(repetition)
+        self.repetition = int(repetition) if repetition is not None else STATE.repetition or 0
         self.experiment = experiment if experiment is not None else STATE.experiment
         self._config = config
         self._attributes = dict(attributes or {})
         self._span: Span | NoOpSpan | None = None
         self._outcome: str | None = None
-        self._tokens: tuple[object, contextvars.Token[ExperimentRun | None]] | None = None
+        self._tokens: (
+            tuple[contextvars.Token[otel_context.Context] | None, contextvars.Token[ExperimentRun | None]]
+            | None
+        ) = None
 
     @property
     def span(self) -> Span | NoOpSpan | None:
@@ -91,32 +94,49 @@ class ExperimentRun:
         who = _Evaluator(evaluator, evaluator_version, evaluator_type)
         _record(name, score, label, explanation, who, None, ctx)
 
-    def _root_attributes(self) -> dict[str, Any]:
-        attrs: dict[str, Any] = {
+    def _root_attributes(self) -> tuple[dict[str, AttributeValue], dict[str, Any], str | None]:
+        """The root span's own attributes (valid as they are), the user's (coerced, and winning),
+        and the snapshot's JSON text when a configuration was given (put on the span as it is,
+        declared as JSON: never parsed and encoded again)."""
+        own: dict[str, AttributeValue] = {
             semconv.MASTRACE_EXPERIMENT_TASK_ID: self.task,
             semconv.MASTRACE_EXPERIMENT_REPETITION: self.repetition,
             semconv.LOGFIRE_MSG: f"Experiment run: task {self.task} repetition {self.repetition}",
         }
-        if self.experiment is not None:
-            attrs[semconv.MASTRACE_EXPERIMENT_NAME] = self.experiment
+        user = dict(self._attributes)
+        if type(self.experiment) is str:
+            own[semconv.MASTRACE_EXPERIMENT_NAME] = self.experiment
+        elif self.experiment is not None:  # the user's value, coerced as theirs are
+            user.setdefault(semconv.MASTRACE_EXPERIMENT_NAME, self.experiment)
+        config_text: str | None = None
         if self._config is not None:
             snap = _SNAPSHOTS.snapshot(self._config)
-            attrs[semconv.MASTRACE_CONFIG] = json.loads(snap.text)
-            attrs[semconv.MASTRACE_CONFIG_HASH] = snap.hash
-        attrs.update(self._attributes)
-        return attrs
+            config_text = own[semconv.MASTRACE_CONFIG] = snap.text
+            own[semconv.MASTRACE_CONFIG_HASH] = snap.hash
+        if semconv.MASTRACE_CONFIG in user:
+            config_text = None
+        return own, user, config_text
 
     def __enter__(self) -> ExperimentRun:
         previous = trace.get_current_span()
         links = [previous] if previous.get_span_context().is_valid else None
-        attrs: dict[str, Any] = {}
-        with handle_internal_errors("experiment run attributes"):
-            attrs = self._root_attributes()
+        # try/except rather than `handle_internal_errors` (a generator context manager) on every run.
+        own: dict[str, AttributeValue] = {}
+        user: dict[str, Any] = {}
+        config_text: str | None = None
+        try:
+            own, user, config_text = self._root_attributes()
+        except Exception as exc:
+            log_internal_error("experiment run attributes", exc)
         # A new trace: the run's root has no parent, whatever span is current around it.
-        root_ctx = trace.set_span_in_context(trace.INVALID_SPAN)
-        detach_token = otel_context.attach(root_ctx)
-        span = get_tracer(_TRACER).span(semconv.SPAN_EXPERIMENT_RUN, attrs, links=links)
+        # (With no span current, it is a root already: nothing to attach.)
+        detach_token: contextvars.Token[otel_context.Context] | None = None
+        if links is not None:
+            detach_token = otel_context.attach(trace.set_span_in_context(trace.INVALID_SPAN))
+        span = get_tracer(_TRACER)._span(semconv.SPAN_EXPERIMENT_RUN, own, user or None, links=links)
         span.__enter__()
+        if config_text is not None and isinstance(span, Span):
+            span._declare_json(semconv.MASTRACE_CONFIG, config_text)
         self._span = span
         self._tokens = (detach_token, _CURRENT.set(self))
         return self
@@ -128,12 +148,20 @@ class ExperimentRun:
         if span is None or tokens is None:
             return
         outcome = self._outcome or (semconv.OUTCOME_ERROR if exc is not None else semconv.OUTCOME_SUCCESS)
-        span.set_attribute(semconv.MASTRACE_EXPERIMENT_OUTCOME, outcome)
-        span.__exit__(exc_type, exc, tb)
+        if isinstance(span, Span):  # the outcome and the end in one call into the SDK
+            try:
+                span._end_with({semconv.MASTRACE_EXPERIMENT_OUTCOME: outcome}, exc)
+            except Exception as error:
+                log_internal_error("span end", error)
+        else:
+            span.__exit__(exc_type, exc, tb)
         detach_token, run_token = tokens
-        with handle_internal_errors("experiment run context"):
+        try:
             _CURRENT.reset(run_token)
-            otel_context.detach(detach_token)  # type: ignore[arg-type]
+            if detach_token is not None:
+                otel_context.detach(detach_token)
+        except Exception as exc:
+            log_internal_error("experiment run context", exc)
 
     async def __aenter__(self) -> ExperimentRun:
         return self.__enter__()
@@ -147,7 +175,7 @@ class ExperimentRun:
 def experiment_run(
     task: str,
     *,
-    repetition: int = 0,
+    repetition: int | None = None,
     experiment: str | None = None,
     config: Mapping[str, Any] | None = None,
     attributes: Mapping[str, Any] | None = None,
@@ -156,7 +184,8 @@ def experiment_run(
 
     Args:
         task: The task's id: runs of one configuration on one task are its repetitions.
-        repetition: The repetition index (0, 1, ...).
+        repetition: The repetition index (0, 1, ...); default: `configure(repetition=...)` /
+            `MASTRACE_REPETITION` / `mastrace run --repetition N`, else 0.
         experiment: The experiment's name (default: `configure(experiment=...)` /
             `MASTRACE_EXPERIMENT`).
         config: The run's configuration: put on the root span as `mastrace.config`, with its hash
@@ -270,7 +299,8 @@ def _record(
     if boolean and label is None:
         label = "pass" if score else "fail"
     shown = label if value is None else f"{value:g}" + (f" ({label})" if label is not None else "")
-    attrs: dict[str, Any] = {
+    # All built here, valid as they are (texts, a float, a boolean): no coercion pass.
+    attrs: dict[str, AttributeValue] = {
         semconv.GEN_AI_EVALUATION_NAME: str(name),
         semconv.LOGFIRE_MSG: f"Evaluation {name}: {shown}",
     }
@@ -289,14 +319,15 @@ def _record(
     ):
         if given is not None:
             attrs[key] = str(given)
-    if extra:
-        attrs.update(extra)
-    with handle_internal_errors("record_evaluation"):
+    try:
         token = None
-        if parent is not None:
+        # Under another span than the current one (inside a run, the run is usually current).
+        if parent is not None and trace.get_current_span().get_span_context() != parent:
             token = otel_context.attach(trace.set_span_in_context(NonRecordingSpan(parent)))
         try:
-            get_tracer(_TRACER)._log(semconv.GEN_AI_EVALUATION_RESULT, attrs)
+            get_tracer(_TRACER)._log(semconv.GEN_AI_EVALUATION_RESULT, extra or {}, valid=attrs)
         finally:
             if token is not None:
                 otel_context.detach(token)
+    except Exception as exc:
+        log_internal_error("record_evaluation", exc)

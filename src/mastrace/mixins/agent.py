@@ -34,7 +34,7 @@ from ..usage import (
     push_sink,
     usage_attributes,
 )
-from .coordination import SpanHandle, add_prefixed, current_session, mixin_tracer
+from .coordination import MIXIN_TRACER, SpanHandle, add_prefixed, current_session, put_own
 
 __all__ = ["AgentMixin", "AgentRound"]
 
@@ -192,46 +192,56 @@ class AgentMixin:
         """
         agent_id = self._mastrace_agent_id()
         name = semconv.SPAN_AGENT_ROUND.format(agent_id=agent_id, round=round)
-        return self._mastrace_round(
-            name, agent_id, {semconv.MASSGEN_ROUND: round, semconv.MASSGEN_ROUND_TYPE: round_type}, attrs
-        )
+        return self._mastrace_round(name, agent_id, round, round_type, False, attrs)
 
     def agent_presentation(self, round: int | None = None, **attrs: Any) -> AgentRound:
         """Open the winner's `agent.<id>.presentation` span (`massgen.is_winner = True`)."""
         agent_id = self._mastrace_agent_id()
         name = semconv.SPAN_AGENT_PRESENTATION.format(agent_id=agent_id)
-        return self._mastrace_round(
-            name,
-            agent_id,
-            {
-                semconv.MASSGEN_ROUND: round,
-                semconv.MASSGEN_ROUND_TYPE: semconv.ROUND_TYPE_PRESENTATION,
-                semconv.MASSGEN_IS_WINNER: True,
-            },
-            attrs,
-        )
+        return self._mastrace_round(name, agent_id, round, semconv.ROUND_TYPE_PRESENTATION, True, attrs)
 
     def _mastrace_round(
-        self, name: str, agent_id: str, fixed: dict[str, Any], extra: Mapping[str, Any]
+        self, name: str, agent_id: str, round: Any, round_type: Any, winner: bool, extra: Mapping[str, Any]
     ) -> AgentRound:
         agent_name = getattr(self, "agent_name", None)
-        identity: dict[str, Any] = {
+        # The round's own attributes, valid as they are (no coercion pass); what the caller gave that
+        # is not a plain string or number, and the extra attributes, go through it.
+        valid: dict[str, Any] = {
             semconv.MASSGEN_AGENT_ID: agent_id,
             semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OP_INVOKE_AGENT,
             semconv.GEN_AI_AGENT_ID: agent_id,
-            semconv.GEN_AI_AGENT_NAME: agent_id if agent_name is None else agent_name,
         }
+        user: dict[str, Any] = {}
+        # (`put_own` with the usual case first, a plain string or int: one call fewer)
+        if agent_name is None:
+            valid[semconv.GEN_AI_AGENT_NAME] = agent_id
+        else:
+            put_own(valid, user, semconv.GEN_AI_AGENT_NAME, agent_name)
         provider = getattr(self, "provider", None)  # an agent that is also its LLM backend
         if isinstance(provider, str) and provider:
-            identity[semconv.GEN_AI_PROVIDER_NAME] = provider
+            put_own(valid, user, semconv.GEN_AI_PROVIDER_NAME, provider)
         session = current_session()
         if session is not None:
-            identity[semconv.GEN_AI_CONVERSATION_ID] = session.conversation_id
+            conversation_id = session.conversation_id
+            if type(conversation_id) is str:
+                valid[semconv.GEN_AI_CONVERSATION_ID] = conversation_id
+            else:
+                put_own(valid, user, semconv.GEN_AI_CONVERSATION_ID, conversation_id)
             if session.config_hash is not None:
-                identity[semconv.MASTRACE_CONFIG_HASH] = session.config_hash
-        identity.update(fixed)  # the round's own keys win over the identity's
-        add_prefixed(identity, extra)
-        return AgentRound(mixin_tracer().span(name, identity), agent_id)
+                valid[semconv.MASTRACE_CONFIG_HASH] = session.config_hash
+        if type(round) is int:
+            valid[semconv.MASSGEN_ROUND] = round
+        else:
+            put_own(valid, user, semconv.MASSGEN_ROUND, round)
+        if type(round_type) is str:
+            valid[semconv.MASSGEN_ROUND_TYPE] = round_type
+        else:
+            put_own(valid, user, semconv.MASSGEN_ROUND_TYPE, round_type)
+        if winner:
+            valid[semconv.MASSGEN_IS_WINNER] = True
+        if extra:
+            add_prefixed(user, extra)
+        return AgentRound(MIXIN_TRACER._span(name, valid, user or None), agent_id)
 
     def _mastrace_agent_id(self) -> str:
         agent_id = getattr(self, "agent_id", None)

@@ -31,7 +31,8 @@ from ..pipeline._snapshots_on_spans import ConfigSnapshot
 from ..registry import Registry
 from ..tracing._errors import handle_internal_errors, log_internal_error
 from ..tracing._genai import Conversation, conversation
-from ..tracing._tracer import NoOpSpan, Span, Tracer, get_tracer
+from ..tracing._snapshot import dumps_json
+from ..tracing._tracer import NoOpSpan, Span, Tracer, coerce_attribute, get_tracer
 from ..usage import Usage, UsageAccumulator, credit_usage, pop_sink, push_sink, usage_attributes
 
 if TYPE_CHECKING:
@@ -46,7 +47,12 @@ _CURRENT_SESSION: contextvars.ContextVar[CoordinationSession | None] = contextva
 
 def mixin_tracer() -> Tracer:
     """The tracer every mixin writes with (scope name `mastrace.mixins`)."""
-    return get_tracer("mastrace.mixins")
+    return MIXIN_TRACER
+
+
+MIXIN_TRACER = get_tracer("mastrace.mixins")
+"""`mixin_tracer()`, held: `get_tracer` keeps one tracer per name for the process, and a tracer
+follows every `configure()`, so the mixins need not look it up for each span."""
 
 
 def prefixed(attrs: Mapping[str, Any]) -> dict[str, Any]:
@@ -60,6 +66,32 @@ def add_prefixed(target: dict[str, Any], attrs: Mapping[str, Any]) -> None:
     """`target.update(prefixed(attrs))`, without the intermediate dict (hot paths)."""
     for key, value in attrs.items():
         target[key if "." in key else f"massgen.{key}"] = value
+
+
+VALID_TYPES = frozenset({str, int, float, bool})
+"""The types of attribute values valid as they are (exact types: subclasses are coerced)."""
+
+
+def put_own(valid: dict[str, Any], user: dict[str, Any], key: str, value: Any) -> None:
+    """Put a value a mixin was given (an agent id, a label) where it belongs: into `valid`, the
+    attributes that skip the coercion pass, when it is a plain string, number or boolean as it is;
+    else into `user`, which is coerced (None is left out, as coercion would leave it)."""
+    if type(value) in VALID_TYPES:
+        valid[key] = value
+    elif value is not None:
+        user[key] = value
+
+
+def texts(values: Sequence[Any]) -> tuple[str, ...] | None:
+    """`values` as the tuple of strings the coercion pass would make of them, or None when it would
+    make something else of them (other types, None inside, nothing at all)."""
+    if type(values) is not tuple:
+        values = tuple(values)
+    return values if values and {*map(type, values)} == _STR_ONLY else None
+
+
+_STR_ONLY = {str}
+_SET_ON_ENTER = (semconv.GEN_AI_CONVERSATION_ID, semconv.MASTRACE_CONFIG_HASH)
 
 
 class SpanHandle:
@@ -113,9 +145,12 @@ def current_session() -> CoordinationSession | None:
     return session if session is not None and session.is_open else None
 
 
-def _log_span(name: str, attrs: Mapping[str, Any], links: Sequence[Any] | None = None) -> SpanContext | None:
-    """A zero-duration log record (like `Tracer.event`) that returns its span context for links."""
-    return mixin_tracer()._log(name, attrs, links=links)
+def _log_span(
+    name: str, valid: dict[str, Any], attrs: Mapping[str, Any], links: Sequence[Any] | None = None
+) -> SpanContext | None:
+    """A zero-duration log record (like `Tracer.event`) that returns its span context for links;
+    `valid` holds the mixin's own attributes (valid as they are), `attrs` the user's."""
+    return MIXIN_TRACER._log(name, attrs, links=links, valid=valid)
 
 
 class CoordinationSession(SpanHandle):
@@ -134,12 +169,14 @@ class CoordinationSession(SpanHandle):
         registry: Registry,
         conversation: str | None = None,
         attributes: dict[str, Any] | None = None,
+        user_attributes: dict[str, Any] | None = None,
     ) -> None:
         self._span = span
         self._registry = registry
-        # The attributes the span starts with (the dict it was made with): the session adds what it
-        # knows before the span starts, so that it all reaches the SDK in one call.
+        # The attributes the span starts with (the dict of valid values it was made with): the
+        # session adds what it knows before the span starts, so that it all reaches the SDK in one call.
         self._attributes = attributes
+        self._user_attributes = user_attributes  # the user's, which the span starts with too
         self._usage = UsageAccumulator()
         self._tokens: tuple[Any, Any, Any] | None = None
         self._pending_snapshot = False
@@ -164,11 +201,17 @@ class CoordinationSession(SpanHandle):
         else:
             given = self._attributes is not None
             attrs = self._attributes if self._attributes is not None else {}
-            attrs[semconv.GEN_AI_CONVERSATION_ID] = self.conversation_id
+            conversation_id: Any = self.conversation_id
+            if type(conversation_id) is not str:  # given as another type: what coercion makes of it
+                conversation_id = coerce_attribute(conversation_id)[0]
+            if conversation_id is not None:
+                attrs[semconv.GEN_AI_CONVERSATION_ID] = conversation_id
             with handle_internal_errors("coordination session config"):
                 snap = self._registry.config_snapshot(wait=False)
                 if snap is not None:
                     attrs[semconv.MASTRACE_CONFIG] = snap.text
+                    if self._user_attributes:  # the session's snapshot replaces one given
+                        self._user_attributes.pop(semconv.MASTRACE_CONFIG, None)
                     self.config_hash = attrs[semconv.MASTRACE_CONFIG_HASH] = snap.hash
                 else:
                     self.config_hash = attrs[semconv.MASTRACE_CONFIG_HASH] = self._registry.config_hash()
@@ -223,14 +266,13 @@ class CoordinationSession(SpanHandle):
             self._attach_snapshot(wait=True)
         with handle_internal_errors("coordination session usage"):
             total = self._usage.total
-            self._span.set_attribute(
-                semconv.MASTRACE_USAGE,
-                {
-                    "total": total.to_dict(),
-                    "by_agent": {k: u.to_dict() for k, u in self._usage.by_label().items()},
-                },
-            )
-            self._span.set_attributes(usage_attributes(total, gen_ai=False))
+            record = {
+                "total": total.to_dict(),
+                "by_agent": {k: u.to_dict() for k, u in self._usage.by_label().items()},
+            }
+            # Built here, valid as they are: JSON text and the usage numbers, no coercion pass.
+            self._span.set_json_attribute(semconv.MASTRACE_USAGE, dumps_json(record))
+            self._span._set_valid_attributes(usage_attributes(total, gen_ai=False))
         self._span.__exit__(exc_type, exc, tb)
 
     def add_usage(self, usage: Usage) -> None:
@@ -265,30 +307,45 @@ class CoordinationMixin:
             **attrs: Extra attributes; dotted names are used as given.
         """
         agent_ids = list(agent_ids)
-        attributes = {
-            semconv.MASSGEN_TASK: task,
-            semconv.MASSGEN_AGENT_IDS: agent_ids,
-            semconv.MASSGEN_NUM_AGENTS: len(agent_ids),
-            **prefixed(attrs),
-        }
-        span = mixin_tracer().span(semconv.SPAN_COORDINATION_SESSION, attributes)
+        valid: dict[str, Any] = {}
+        user: dict[str, Any] = {}
+        put_own(valid, user, semconv.MASSGEN_TASK, task)
+        ids = texts(agent_ids)
+        if ids is not None:
+            valid[semconv.MASSGEN_AGENT_IDS] = ids
+        else:
+            user[semconv.MASSGEN_AGENT_IDS] = agent_ids
+        valid[semconv.MASSGEN_NUM_AGENTS] = len(agent_ids)
+        if attrs:
+            add_prefixed(user, attrs)
+        for key in _SET_ON_ENTER:  # the session's own values replace these as it opens
+            user.pop(key, None)
+        span = MIXIN_TRACER._span(semconv.SPAN_COORDINATION_SESSION, valid, user or None)
         registry = self.mastrace_registry or Registry.current()
-        return CoordinationSession(span, registry, conversation_id, attributes)
+        return CoordinationSession(span, registry, conversation_id, valid, user)
 
     def coordination_event(self, event_type: str, **attrs: Any) -> None:
         """Record `Coordination event: <event_type>` as a log record under the current span."""
-        mixin_tracer().event(
-            semconv.SPAN_COORDINATION_EVENT.format(event_type=event_type),
-            **{semconv.MASSGEN_EVENT_TYPE: event_type, **prefixed(attrs)},
-        )
+        try:  # what `Tracer.event` does, with the mixin's own attribute valid as it is
+            valid: dict[str, Any] = {}
+            user: dict[str, Any] = {}
+            put_own(valid, user, semconv.MASSGEN_EVENT_TYPE, event_type)
+            if attrs:
+                add_prefixed(user, attrs)
+            _log_span(semconv.SPAN_COORDINATION_EVENT.format(event_type=event_type), valid, user)
+        except Exception as exc:  # telemetry never fails the caller
+            log_internal_error("event", exc)
 
     def record_answer(self, agent_id: str, label: str, **attrs: Any) -> None:
         """Record `Agent answer: <label>`; later votes for `label` link to it."""
         try:
-            ctx = _log_span(
-                semconv.SPAN_AGENT_ANSWER.format(label=label),
-                {semconv.MASSGEN_AGENT_ID: agent_id, semconv.MASSGEN_ANSWER_LABEL: label, **prefixed(attrs)},
-            )
+            valid: dict[str, Any] = {}
+            user: dict[str, Any] = {}
+            put_own(valid, user, semconv.MASSGEN_AGENT_ID, agent_id)
+            put_own(valid, user, semconv.MASSGEN_ANSWER_LABEL, label)
+            if attrs:
+                add_prefixed(user, attrs)
+            ctx = _log_span(semconv.SPAN_AGENT_ANSWER.format(label=label), valid, user)
             if ctx is not None:
                 self._mastrace_answers()[label] = ctx
         except Exception as exc:  # telemetry never fails the caller
@@ -301,13 +358,13 @@ class CoordinationMixin:
         self._linked_record(
             semconv.SPAN_AGENT_VOTE.format(voter=voter, target=label),
             label,
-            {
-                semconv.MASSGEN_AGENT_ID: voter,
-                semconv.MASSGEN_VOTED_FOR: voted_for,
-                semconv.MASSGEN_VOTED_FOR_LABEL: label,
-                semconv.MASSGEN_VOTE_REASON: reason,
-                **prefixed(attrs),
-            },
+            (
+                (semconv.MASSGEN_AGENT_ID, voter),
+                (semconv.MASSGEN_VOTED_FOR, voted_for),
+                (semconv.MASSGEN_VOTED_FOR_LABEL, label),
+                (semconv.MASSGEN_VOTE_REASON, reason),
+            ),
+            attrs,
         )
 
     def record_winner(self, agent_id: str, label: str, **attrs: Any) -> None:
@@ -315,28 +372,38 @@ class CoordinationMixin:
         self._linked_record(
             semconv.SPAN_WINNER_SELECTED.format(label=label),
             label,
-            {
-                semconv.MASSGEN_WINNER: agent_id,
-                semconv.MASSGEN_AGENT_ID: agent_id,
-                semconv.MASSGEN_ANSWER_LABEL: label,
-                **prefixed(attrs),
-            },
+            (
+                (semconv.MASSGEN_WINNER, agent_id),
+                (semconv.MASSGEN_AGENT_ID, agent_id),
+                (semconv.MASSGEN_ANSWER_LABEL, label),
+            ),
+            attrs,
         )
 
     def record_final_answer(self, agent_id: str, **attrs: Any) -> None:
         """Record `Final answer from <agent_id>`."""
         try:
-            _log_span(
-                semconv.SPAN_FINAL_ANSWER.format(agent_id=agent_id),
-                {semconv.MASSGEN_AGENT_ID: agent_id, **prefixed(attrs)},
-            )
+            valid: dict[str, Any] = {}
+            user: dict[str, Any] = {}
+            put_own(valid, user, semconv.MASSGEN_AGENT_ID, agent_id)
+            if attrs:
+                add_prefixed(user, attrs)
+            _log_span(semconv.SPAN_FINAL_ANSWER.format(agent_id=agent_id), valid, user)
         except Exception as exc:  # telemetry never fails the caller
             log_internal_error("record_final_answer", exc)
 
-    def _linked_record(self, name: str, label: str, attrs: Mapping[str, Any]) -> None:
+    def _linked_record(
+        self, name: str, label: str, own: Sequence[tuple[str, Any]], attrs: Mapping[str, Any]
+    ) -> None:
         try:
+            valid: dict[str, Any] = {}
+            user: dict[str, Any] = {}
+            for key, value in own:
+                put_own(valid, user, key, value)
+            if attrs:
+                add_prefixed(user, attrs)
             answer = self._mastrace_answers().get(label)
-            _log_span(name, attrs, links=[answer] if answer is not None else None)
+            _log_span(name, valid, user, links=[answer] if answer is not None else None)
         except Exception as exc:  # telemetry never fails the caller
             log_internal_error("record_vote", exc)
 

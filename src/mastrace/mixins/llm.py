@@ -23,10 +23,12 @@ from .. import pricing, semconv
 from ..exceptions import ConfigError
 from ..tracing._errors import handle_internal_errors, log_internal_error
 from ..tracing._genai import capture_enabled, current_conversation_id, request_attributes
+from ..tracing._snapshot import dumps_json
 from ..tracing._streams import TracedAsyncGenerator, TracedGenerator
-from ..tracing._tracer import NOOP_SPAN, NoOpSpan, Span
+from ..tracing._tracer import NOOP_SPAN, NoOpSpan, Span, valid_attributes
 from ..usage import CostCalculator, TokenUsage, credit_usage, field_of, usage_attributes
-from .coordination import mixin_tracer
+from .coordination import MIXIN_TRACER, put_own, texts
+from .coordination import VALID_TYPES as _VALID_TYPES
 from .gather import UsageTrackableMixin
 
 __all__ = ["LLMBackendMixin"]
@@ -37,10 +39,18 @@ _SKIPPED = frozenset({"messages", "tools", "stream"})
 class _StreamState:
     """What one streamed call has seen so far."""
 
-    def __init__(self, backend: LLMBackendMixin, model: str, attrs: dict[str, Any], name: str) -> None:
+    def __init__(
+        self,
+        backend: LLMBackendMixin,
+        model: str,
+        attrs: dict[str, Any],
+        name: str,
+        user: dict[str, Any] | None = None,
+    ) -> None:
         self.backend = backend
         self.model = model
-        self.attrs = attrs
+        self.attrs = attrs  # the call's own attributes, valid as they are
+        self.user = user  # the caller's, coerced
         self.name = name
         self.span: Span | NoOpSpan = NOOP_SPAN
         self.started = 0.0
@@ -56,7 +66,7 @@ class _StreamState:
         self.plain_usage = type(backend).extract_usage is LLMBackendMixin.extract_usage
 
     def make_span(self) -> Span | NoOpSpan:
-        self.span = mixin_tracer().span(self.name, self.attrs, kind=SpanKind.CLIENT)
+        self.span = MIXIN_TRACER._span(self.name, self.attrs, self.user, kind=SpanKind.CLIENT)
         self.started = time.perf_counter()
         return self.span
 
@@ -70,7 +80,9 @@ class _StreamState:
             if self.plain_usage and type(chunk) is dict:  # `extract_usage` inlined for the usual chunk
                 usage = chunk.get("usage")
                 if usage is None:
-                    usage = field_of(chunk.get("message"), "usage")
+                    message = chunk.get("message")
+                    if message is not None:
+                        usage = field_of(message, "usage")
                 found = None if usage is None else TokenUsage.from_provider(usage, provider=self.provider)
                 model = chunk.get("model")
             else:
@@ -99,21 +111,37 @@ class _StreamState:
             return self.end_attrs
         self.finished = True
         try:
+            # Built valid as they are (the span sets them without a coercion pass), unless a value
+            # read from the chunks or the pricing is not a plain string or number: then coerced.
             attrs: dict[str, Any] = {}
+            plain = True
             if self.first_chunk is not None:
                 attrs[semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = self.first_chunk
             if self.response_model is not None:
                 attrs[semconv.GEN_AI_RESPONSE_MODEL] = self.response_model
+                plain = type(self.response_model) is str
             if self.response_id is not None:
                 attrs[semconv.GEN_AI_RESPONSE_ID] = self.response_id
+                plain = plain and type(self.response_id) is str
             usage = self.usage
+            json: dict[str, str] | None = None
             if usage is not None:
                 priced = self.backend._mastrace_priced(usage, self.response_model or self.model)
                 usage = priced.usage
-                attrs.update(priced.attributes(self.response_model or self.model))
-                attrs.update(usage_attributes(usage, massgen=False))
-                attrs[semconv.MASTRACE_USAGE] = usage.to_dict()
-            self.end_attrs = attrs
+                for key, value in priced.attributes(self.response_model or self.model).items():
+                    if type(value) is list and texts(value) is not None:
+                        value = tuple(value)
+                    elif type(value) not in _VALID_TYPES:
+                        plain = False
+                    attrs[key] = value
+                attrs.update(usage_attributes(usage, massgen=False))  # counts: ints
+                record = usage.to_dict()
+                if plain:
+                    json = {semconv.MASTRACE_USAGE: dumps_json(record)}
+                    attrs.update(json)
+                else:
+                    attrs[semconv.MASTRACE_USAGE] = record
+            self.end_attrs = valid_attributes(attrs, json) if plain else attrs
             if usage is not None:
                 if isinstance(self.backend, UsageTrackableMixin):
                     self.backend.record_usage(usage)
@@ -197,21 +225,37 @@ class LLMBackendMixin:
         provider = getattr(self, "provider", None)
         if not provider:
             raise ConfigError(f"{type(self).__name__} uses LLMBackendMixin but has no provider")
-        attrs = {
-            semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OP_CHAT,
-            semconv.GEN_AI_PROVIDER_NAME: provider,
-            semconv.GEN_AI_REQUEST_MODEL: model,
-            semconv.GEN_AI_REQUEST_STREAM: True,
-            semconv.MASSGEN_BACKEND: provider,
-            **request_attributes(request, _SKIPPED),
-        }
+        # The call's own attributes, valid as they are (no coercion pass); the request's parameters
+        # and content, and what was given that is not a plain string, go through it.
+        attrs: dict[str, Any] = {semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OP_CHAT}
+        user: dict[str, Any] = {}
+        plain = type(provider) is str  # (`put_own` with the usual case first: fewer calls)
+        if plain:
+            attrs[semconv.GEN_AI_PROVIDER_NAME] = provider
+        else:
+            put_own(attrs, user, semconv.GEN_AI_PROVIDER_NAME, provider)
+        if type(model) is str:
+            attrs[semconv.GEN_AI_REQUEST_MODEL] = model
+        else:
+            put_own(attrs, user, semconv.GEN_AI_REQUEST_MODEL, model)
+        attrs[semconv.GEN_AI_REQUEST_STREAM] = True
+        if plain:
+            attrs[semconv.MASSGEN_BACKEND] = provider
+        else:
+            put_own(attrs, user, semconv.MASSGEN_BACKEND, provider)
+        if request:  # converted to the conventions' types: valid as they are, but for lists and subclasses
+            for key, value in request_attributes(request, _SKIPPED).items():
+                put_own(attrs, user, key, value)
         conversation = current_conversation_id()
-        if conversation is not None:
+        if type(conversation) is str:
             attrs[semconv.GEN_AI_CONVERSATION_ID] = conversation
+        elif conversation is not None:
+            put_own(attrs, user, semconv.GEN_AI_CONVERSATION_ID, conversation)
         if capture_enabled():
             with handle_internal_errors("llm stream content"):
-                attrs.update(_content(provider, request))
-        state = _StreamState(self, model, attrs, semconv.SPAN_LLM_STREAM.format(provider=provider))
+                user.update(_content(provider, request))
+        name = semconv.SPAN_LLM_STREAM.format(provider=provider)
+        state = _StreamState(self, model, attrs, name, user or None)
         # The body runs in a copy of the caller's context: the span nests under the caller's span,
         # and usage reaches the caller's round even when other tasks pull the chunks.
         ctx = contextvars.copy_context()

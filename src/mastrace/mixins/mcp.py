@@ -34,7 +34,7 @@ from ..exceptions import ConfigError
 from ..tracing._errors import log_internal_error
 from ..tracing._genai import capture_enabled
 from ..tracing._tracer import NoOpSpan, Span
-from .coordination import SpanHandle, mixin_tracer
+from .coordination import MIXIN_TRACER, SpanHandle, put_own
 
 __all__ = ["MCPClientMixin", "MCPToolCall"]
 
@@ -142,21 +142,40 @@ class MCPClientMixin:
         server = getattr(self, "server_name", None)
         if not server:
             raise ConfigError(f"{type(self).__name__} uses MCPClientMixin but has no server_name")
+        # The call's own attributes, valid as they are (no coercion pass); the arguments and what
+        # was given that is not a plain string go through it.
         attrs: dict[str, Any] = {
             semconv.MCP_METHOD_NAME: semconv.MCP_METHOD_TOOLS_CALL,
             semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OP_EXECUTE_TOOL,
-            semconv.GEN_AI_TOOL_NAME: tool,
-            semconv.MASTRACE_MCP_SERVER: server,
-            semconv.JSONRPC_PROTOCOL_VERSION: semconv.JSONRPC_VERSION,
-            semconv.MCP_SESSION_ID: session_id or self.mcp_session_id,
-            semconv.MCP_PROTOCOL_VERSION: self.mcp_protocol_version,
-            semconv.NETWORK_TRANSPORT: self.mcp_transport,
-            semconv.GEN_AI_TOOL_CALL_ID: call_id,
-            semconv.JSONRPC_REQUEST_ID: None if request_id is None else str(request_id),
         }
+        user: dict[str, Any] = {}
+        # (`put_own` with the test for a plain string first: the usual value, and one call fewer)
+        if type(tool) is str:
+            attrs[semconv.GEN_AI_TOOL_NAME] = tool
+        else:
+            put_own(attrs, user, semconv.GEN_AI_TOOL_NAME, tool)
+        if type(server) is str:
+            attrs[semconv.MASTRACE_MCP_SERVER] = server
+        else:
+            put_own(attrs, user, semconv.MASTRACE_MCP_SERVER, server)
+        attrs[semconv.JSONRPC_PROTOCOL_VERSION] = semconv.JSONRPC_VERSION
+        session = session_id or self.mcp_session_id
+        if session is not None:
+            put_own(attrs, user, semconv.MCP_SESSION_ID, session)
+        if self.mcp_protocol_version is not None:
+            put_own(attrs, user, semconv.MCP_PROTOCOL_VERSION, self.mcp_protocol_version)
+        transport = self.mcp_transport
+        if type(transport) is str:
+            attrs[semconv.NETWORK_TRANSPORT] = transport
+        else:
+            put_own(attrs, user, semconv.NETWORK_TRANSPORT, transport)
+        if call_id is not None:
+            put_own(attrs, user, semconv.GEN_AI_TOOL_CALL_ID, call_id)
+        if request_id is not None:
+            put_own(attrs, user, semconv.JSONRPC_REQUEST_ID, str(request_id))
         if arguments is not None and capture_enabled():
-            attrs[semconv.GEN_AI_TOOL_CALL_ARGUMENTS] = dict(arguments)
-        span = mixin_tracer().span(
-            semconv.SPAN_MCP_TOOL.format(server=server, tool=tool), attrs, kind=SpanKind.CLIENT
+            user[semconv.GEN_AI_TOOL_CALL_ARGUMENTS] = dict(arguments)
+        span = MIXIN_TRACER._span(
+            semconv.SPAN_MCP_TOOL.format(server=server, tool=tool), attrs, user or None, kind=SpanKind.CLIENT
         )
         return MCPToolCall(span)

@@ -22,7 +22,7 @@ from .. import semconv
 from ..tracing._errors import log_internal_error
 from ..tracing._genai import capture_enabled
 from ..tracing._tracer import NoOpSpan, Span
-from .coordination import SpanHandle, mixin_tracer, prefixed
+from .coordination import MIXIN_TRACER, SpanHandle, add_prefixed, put_own
 
 __all__ = ["ToolExecution", "ToolMixin"]
 
@@ -44,7 +44,7 @@ class ToolExecution(SpanHandle):
         try:  # not `handle_internal_errors`: a generator context manager costs more, on every call
             if exc is not None and not isinstance(exc, GeneratorExit):
                 self.success = False
-                self._span.set_attributes(
+                self._span._set_valid_attributes(
                     {semconv.MASTRACE_TOOL_SUCCESS: False, semconv.ERROR_TYPE: type(exc).__qualname__}
                 )
             elif self.success is None:
@@ -61,9 +61,13 @@ class ToolExecution(SpanHandle):
         if not success:
             attrs[semconv.ERROR_TYPE] = "tool_error"
             self._span.set_status("error", "the tool reported an error")
-        if capture_enabled():
+        if capture_enabled():  # the result is the caller's: coerced with the rest
             attrs[semconv.GEN_AI_TOOL_CALL_RESULT] = result
-        self._span.set_attributes(attrs)
+            self._span.set_attributes(attrs)
+        elif type(success) is bool:
+            self._span._set_valid_attributes(attrs)
+        else:
+            self._span.set_attributes(attrs)
 
 
 class ToolMixin:
@@ -91,14 +95,23 @@ class ToolMixin:
             arguments: The call's arguments, recorded with content capture on.
             **attrs: Extra attributes (plain names get the `massgen.` prefix).
         """
-        span_attrs: dict[str, Any] = {
-            semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OP_EXECUTE_TOOL,
-            semconv.GEN_AI_TOOL_NAME: name,
-            semconv.GEN_AI_TOOL_TYPE: tool_type,
-        }
+        # The call's own attributes, valid as they are (no coercion pass); the arguments, the extra
+        # attributes and what was given that is not a plain string go through it.
+        valid: dict[str, Any] = {semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OP_EXECUTE_TOOL}
+        user: dict[str, Any] = {}
+        if type(name) is str:  # (`put_own` with the usual case first: one call fewer)
+            valid[semconv.GEN_AI_TOOL_NAME] = name
+        else:
+            put_own(valid, user, semconv.GEN_AI_TOOL_NAME, name)
+        if type(tool_type) is str:
+            valid[semconv.GEN_AI_TOOL_TYPE] = tool_type
+        else:
+            put_own(valid, user, semconv.GEN_AI_TOOL_TYPE, tool_type)
         if call_id is not None:
-            span_attrs[semconv.GEN_AI_TOOL_CALL_ID] = call_id
+            put_own(valid, user, semconv.GEN_AI_TOOL_CALL_ID, call_id)
         if arguments is not None and capture_enabled():
-            span_attrs[semconv.GEN_AI_TOOL_CALL_ARGUMENTS] = dict(arguments)
-        span_attrs.update(prefixed(attrs))
-        return ToolExecution(mixin_tracer().span(semconv.SPAN_TOOL_EXECUTION.format(name=name), span_attrs))
+            user[semconv.GEN_AI_TOOL_CALL_ARGUMENTS] = dict(arguments)
+        if attrs:
+            add_prefixed(user, attrs)
+        span = MIXIN_TRACER._span(semconv.SPAN_TOOL_EXECUTION.format(name=name), valid, user or None)
+        return ToolExecution(span)

@@ -15,6 +15,7 @@ when it ends.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import deque
@@ -26,6 +27,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from ..semconv import MASTRACE_EXPERIMENT_NAME as _EXPERIMENT_NAME
+from ..semconv import MASTRACE_EXPERIMENT_REPETITION as _EXPERIMENT_REPETITION
 from ..tracing._errors import log_internal_error, warn_once
 
 Transform = Callable[[ReadableSpan], ReadableSpan]
@@ -99,6 +101,13 @@ class Destination:
             batch needs (the transform's imports, the scrubber's compiled rule table) is built
             while the application runs, not when the first span is exported. `ready` is set once
             it returned (or raised: the transform then builds on first use, as without it).
+        warm_up: Run on the worker thread once it is prepared, with a function that says whether
+            spans or a flush are waiting: the first-use work of the transform and the exporter
+            (caches, a thread's scratch space), done on sample spans that reach no exporter and no
+            count, so the first real export costs what a later one does. It gives way (returns
+            early) as soon as real work waits, and is skipped when spans that ended during the
+            preparation were exported first (that export did the first-use work). `warmed` is set
+            once it returned, was skipped, or raised (a failed warm-up costs nothing but its log line).
     """
 
     def __init__(
@@ -112,6 +121,7 @@ class Destination:
         interval: float = 0.5,
         synchronous: bool = False,
         prepare: Callable[[], object] | None = None,
+        warm_up: Callable[[Callable[[], bool]], object] | None = None,
     ) -> None:
         self.name = name
         self.exporter = exporter
@@ -143,6 +153,10 @@ class Destination:
         self.ready = threading.Event()
         if synchronous or prepare is None:
             self.ready.set()  # a synchronous destination prepares on first use, on the caller's thread
+        self._warm_up = warm_up
+        self.warmed = threading.Event()
+        if synchronous or warm_up is None:
+            self.warmed.set()  # nothing is warmed on the caller's thread
         # Set by `Pipeline` when the exporter takes open spans: the spans started and not yet ended.
         self.open_spans: Callable[[], list[Span]] | None = None
         self._shown: set[int] = set()  # open spans already handed to `export_pending`
@@ -168,6 +182,10 @@ class Destination:
         self.ready = threading.Event()
         if prepared or self.synchronous or self._prepare is None:
             self.ready.set()
+        # The caches the parent warmed are the child's too, but not its worker's scratch space.
+        self.warmed = threading.Event()
+        if self.synchronous or self._warm_up is None:
+            self.warmed.set()
         self._start_worker()
 
     # -- caller side (hot path) -------------------------------------------------------------------
@@ -198,7 +216,12 @@ class Destination:
         pause = self._interval / 2
         if not self.ready.is_set():
             self._run_prepare()
+            handled = self.exported + self.failed
             self._drain()  # at once: spans that ended meanwhile wait no longer
+            if self.exported + self.failed != handled:
+                self.warmed.set()  # that export did the first-use work: the next one is not kept waiting
+        if not self.warmed.is_set():
+            self._run_warm_up()
         while True:
             self._wake.wait(pause)
             self._wake.clear()
@@ -238,6 +261,18 @@ class Destination:
             log_internal_error(f"preparing the export to {self.name}", exc)
         finally:
             self.ready.set()
+
+    def _run_warm_up(self) -> None:
+        try:
+            if self._warm_up is not None:
+                queue = self._queue
+                self._warm_up(lambda: bool(queue))  # spans or a flush marker waiting: give way
+        except Exception as exc:
+            # Re-raised in mastrace's own tests (`MASTRACE_RAISE_INTERNAL`): the worker must export still.
+            with contextlib.suppress(Exception):
+                log_internal_error(f"warming up the export to {self.name}", exc)
+        finally:
+            self.warmed.set()
 
     def _drain(self) -> None:
         queue = self._queue
@@ -441,11 +476,13 @@ class Pipeline(SpanProcessor):
         self._open.update(previous._open)
 
     def before_fork(self, timeout: float) -> None:
-        """Let the export threads finish preparing (at most `timeout` seconds): a thread that is
-        importing or compiling when the process forks would leave the child its locks, held forever."""
+        """Let the export threads finish preparing and warming up (at most `timeout` seconds): a
+        thread that is importing, compiling or filling a cache when the process forks would leave the
+        child its locks, held forever (the child's export would wait on them to the end)."""
         deadline = time.monotonic() + timeout
         for destination in self.destinations:
             destination.ready.wait(max(0.0, deadline - time.monotonic()))
+            destination.warmed.wait(max(0.0, deadline - time.monotonic()))
 
     def after_fork(self) -> None:
         """In a forked child: restart every destination's worker; spans open in the parent are not ours."""
@@ -524,16 +561,19 @@ class SwitchProcessor(SpanProcessor):
     def __init__(self) -> None:
         self.pipeline: Pipeline | None = None
         self.experiment: str | None = None  # `configure(experiment=...)`: put on every root span
+        self.repetition: int | None = None  # `configure(repetition=...)`: likewise
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         pipeline = self.pipeline
         if pipeline is not None:
             pipeline.on_start(span, parent_context)
-        experiment = self.experiment
-        if experiment is not None and span.parent is None:
+        experiment, repetition = self.experiment, self.repetition
+        if (experiment is not None or repetition is not None) and span.parent is None:
             attributes = span.attributes
-            if attributes is None or _EXPERIMENT_NAME not in attributes:
+            if experiment is not None and (attributes is None or _EXPERIMENT_NAME not in attributes):
                 span.set_attribute(_EXPERIMENT_NAME, experiment)
+            if repetition is not None and (attributes is None or _EXPERIMENT_REPETITION not in attributes):
+                span.set_attribute(_EXPERIMENT_REPETITION, repetition)
 
     def on_end(self, span: ReadableSpan) -> None:
         pipeline = self.pipeline

@@ -119,6 +119,19 @@ def _stable(config: Any) -> Any:
     return config
 
 
+class _Uncopied:
+    """Stands for a value that could not be copied: equal to nothing, so a document holding one is
+    never taken for the last one."""
+
+    def __eq__(self, other: object) -> bool:
+        return False
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+_UNCOPIED = _Uncopied()
+
+
 def _equal(a: Any, b: Any) -> bool:
     try:
         return bool(a == b)
@@ -134,70 +147,82 @@ class SnapshotCache:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._fragments: OrderedDict[str, tuple[Any, str]] = OrderedDict()
+        self._fragments: OrderedDict[str, tuple[Any, str, str]] = OrderedDict()
         self._documents: OrderedDict[tuple[tuple[str, str], ...], ConfigSnapshot] = OrderedDict()
+        self._last: tuple[dict[str, Any], ConfigSnapshot] | None = None
 
     def snapshot(self, configs: Mapping[str, Any]) -> ConfigSnapshot:
         """Build the snapshot of `configs` (the shape `Registry.collect_all_configs()` returns)."""
+        last = self._last
+        if last is not None and _equal(last[0], configs):
+            return last[1]  # the same configuration as the last one (one run after another)
         parts: list[tuple[str, str]] = []
         hashed: list[tuple[str, str]] = []
+        # The kept copies of the fragments, assembled like `configs`: equal to the next `configs`
+        # when nothing changed (none is when a section is skipped, volatile or not copyable).
+        kept: dict[str, Any] | None = {}
         for section in sorted(configs):
             if section in _SKIPPED_SECTIONS:
+                kept = None
                 continue
             value = configs[section]
             if section in _DIRECT_SECTIONS or not isinstance(value, Mapping):
-                part = self._fragment(section, _stable(value))
+                part, part_hashed, part_kept = self._fragment(section, _stable(value))
                 parts.append((section, part))
                 if section not in _HASH_EXCLUDED_SECTIONS and section not in PER_RUN_KEYS:
-                    hashed.append((section, self._hashed(section, _stable(value), part)))
+                    hashed.append((section, part_hashed))
+                if kept is not None:
+                    kept[section] = part_kept
                 continue
-            inner, inner_hashed = [], []
+            inner, inner_hashed, inner_kept = [], [], {}
             for name in sorted(value):
-                item = _stable(value[name])
-                part = self._fragment(f"{section}:{name}", item)
+                part, part_hashed, inner_kept[name] = self._fragment(
+                    f"{section}:{name}", _stable(value[name])
+                )
                 inner.append((name, part))
                 if name not in PER_RUN_KEYS:
-                    inner_hashed.append((name, self._hashed(f"{section}:{name}", item, part)))
+                    inner_hashed.append((name, part_hashed))
             parts.append((section, _join(inner)))
             if section not in PER_RUN_KEYS:
                 hashed.append((section, _join(inner_hashed)))
+            if kept is not None:
+                kept[section] = inner_kept
         key = tuple(parts)
         with self._lock:
             found = self._documents.get(key)
             if found is not None:
                 self._documents.move_to_end(key)
-                return found
-        text = _join(parts)
-        snap = ConfigSnapshot(text, config_hash(_join(hashed)))
-        with self._lock:
-            self._documents[key] = snap
-            _trim(self._documents)
-        return snap
+        if found is None:
+            found = ConfigSnapshot(_join(parts), config_hash(_join(hashed)))
+            with self._lock:
+                self._documents[key] = found
+                _trim(self._documents)
+        if kept is not None and _equal(kept, configs):
+            self._last = (kept, found)
+        return found
 
-    def _hashed(self, key: str, value: Any, text: str) -> str:
-        """The fragment the hash sees: `text` itself unless `value` holds per-run values."""
-        if not _has_per_run(value):
-            return text
-        return self._fragment(f"hash:{key}", hashed_value(value))
-
-    def _fragment(self, key: str, value: Any) -> str:
+    def _fragment(self, key: str, value: Any) -> tuple[str, str, Any]:
+        """`value`'s JSON text, the text the hash sees (the same unless `value` holds per-run
+        values) and our own copy of `value` (`_UNCOPIED` when it cannot be copied), all reused while
+        `value` compares equal to the last one seen under `key`."""
         if value is None:  # an absent environment or user
-            return "null"
+            return "null", "null", None
         with self._lock:
             cached = self._fragments.get(key)
         if cached is not None and _equal(cached[0], value):
-            return cached[1]
+            return cached[1], cached[2], cached[0]
         text = _serialise(value)
+        text_hashed = _serialise(hashed_value(value)) if _has_per_run(value) else text
         try:
             # Keep our own copy to compare against: the caller may mutate what it returned.
             kept = copy.deepcopy(value)
         except Exception:
-            return text  # not copyable: serialise it every time
+            return text, text_hashed, _UNCOPIED  # not copyable: serialise it every time
         with self._lock:
-            self._fragments[key] = (kept, text)
+            self._fragments[key] = (kept, text, text_hashed)
             self._fragments.move_to_end(key)
             _trim(self._fragments)
-        return text
+        return text, text_hashed, kept
 
 
 def _join(items: list[tuple[str, str]]) -> str:

@@ -1,4 +1,5 @@
-"""Credentials recognised by where they stand: a secret word near a value that looks random.
+"""Credentials recognised by where they stand: a secret word, or a service's name, near a value that
+looks random.
 
 The table's rules know a credential by its shape (a provider's prefix); the assignment finder
 (`_context.find_assignments`) by a secret-named key right before `=` or `:`. This finder reads the
@@ -12,7 +13,15 @@ contexts people actually write credentials in, whatever the provider:
 - command-line flags: `-Dsonar.login=<value>`, `-vaultToken <value>`, `-Password <value>`,
   `psexec -p <value>`, `docker login -p <value>`, `mysql -p<value>`;
 - `.netrc` lines: `machine <host> login <user> password <value>`;
-- log lines: `[DEBUG] Using <Service> Key=<value>`.
+- log lines: `[DEBUG] Using <Service> Key=<value>`;
+- a service's name alone (`service_words`: the table's provider names and aliases, less ordinary
+  words and platforms such as `github` or `docker`), as a name or the end of one, before `=` or `:`
+  (`SENDGRID=<value>`, `heroku: <value>`, `"mailgun": "<value>"`, `stripe_live = "<value>"`,
+  `export CIRCLECI=<value>`), as a flag (`--sendgrid <value>`) or in prose (`Stripe <value>`,
+  `using heroku <value>`). The bar is higher than after a secret word: `MIN_TOKEN_LEN` characters or
+  more that look random, no UUID, not mostly words; in prose and flags upper and lower case and a
+  digit too (no hex: commits and digests). A name whose last segment says what else it holds
+  (`heroku_app_name`, `sendgrid_user`, `stripe_customer`) is no context.
 
 A *secret word* is a segment of the name before the value (see `secret_name_strength`): `password`,
 `passwd`, `pwd`, `secret`, `token`, `key`, `credential`, `auth`, compact names such as `DBPWD`,
@@ -36,6 +45,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from ._names import (
+    KEY_SUFFIXES,
     SAFE_LAST_SEGMENTS,
     is_reference,
     key_segments,
@@ -43,18 +53,24 @@ from ._names import (
     looks_like_identifier,
     provider_words,
     secret_key_word,
+    service_words,
     shannon_entropy,
 )
+from ._table import MIN_TOKEN_LEN, run_map
 
 __all__ = [
     "CONTEXT_GATE",
     "CONTEXT_WORDS",
+    "SERVICE_GATE",
+    "SERVICE_WORDS",
     "ContextHit",
     "find_in_context",
     "has_candidate",
     "looks_random",
     "mentions_context_word",
     "secret_name_strength",
+    "service_candidate",
+    "service_follows",
 ]
 
 CONTEXT_WORDS = ("pass", "pw", "secret", "token", "key", "cred", "auth", "login", "-p")
@@ -108,6 +124,33 @@ characters of its value, which need no digit. It matches wherever the finder fin
 more places): the first pass's gate for it."""
 _CANDIDATE = re.compile(CONTEXT_GATE)
 
+_RUN_CHAR = "[a-z0-9_.+~-]"
+_SERVICE_GAP = (
+    r"[\"'`]?(?:[ \t]*(?::=|=>|->|[:=])[ \t]*|[ \t]+(?:(?:is|was|are|equals|set[ \t]+to|to|=|:)[ \t]+){0,2})"
+    r"(?:\\?[\"'`]){0,2}"
+)
+_MAX_SUFFIXES = 3
+SERVICE_WORDS = "(?:" + "|".join(sorted(service_words())) + ")"
+"""The names of `service_words` as one pattern: Hyperscan reports where each ends, and
+`service_follows` reads the rest of `SERVICE_GATE` there (the whole pattern in Hyperscan's database
+made its scan of ordinary text three times slower)."""
+_SERVICE_TAIL = (
+    "(?:[_.-]+(?:" + "|".join(sorted(KEY_SUFFIXES)) + "|[0-9]+)){0," + str(_MAX_SUFFIXES) + "}[_.-]*"
+    + _SERVICE_GAP + _RUN_CHAR + "{" + str(MIN_TOKEN_LEN) + "}"
+)  # fmt: skip
+SERVICE_GATE = SERVICE_WORDS + _SERVICE_TAIL
+"""Where a service name alone can be the context (`SENDGRID=<value>`, `heroku: <value>`, `Stripe
+<value>`), as one pattern without look-arounds (for RE2, and `re` on lower-cased text): a name of
+`service_words`, its suffixes (`_live`, `_prod`, `_2`), an assignment's or prose's gap, and
+`MIN_TOKEN_LEN` run characters of a value (a long run: the pure-Python first pass reads the name
+before each long run instead, `service_candidate`)."""
+_SERVICE_AFTER = re.compile(_SERVICE_TAIL, re.IGNORECASE)
+
+
+def service_follows(text: str, end: int) -> bool:
+    """Whether the rest of `SERVICE_GATE` follows a service's name that ends at `end` of `text`."""
+    return _SERVICE_AFTER.match(text, end) is not None
+
 
 def has_candidate(low: str) -> bool:
     """Whether lower-cased `low` has a place `CONTEXT_GATE` matches (the pure-Python first pass): the
@@ -126,6 +169,99 @@ def has_candidate(low: str) -> bool:
 
 
 _GATE_WORDS = ("pass", "pw", "secret", "token", "key", "cred", "auth", "login", "-p", "machine")
+
+
+def service_candidate(low: str, runs: bytes, at: int) -> bool:
+    """Whether a name of a service stands right before a long run of lower-cased `low` (`runs` is its
+    `run_map`, `at` where its first long run starts): the pure-Python first pass's `SERVICE_GATE`."""
+    gap, ends, word_ends = _GAP_OR_NAME_END, _SERVICE_ENDS, _WORD_ENDS
+    while at != -1:
+        j = at
+        while j and low[j - 1] in gap:
+            j -= 1
+        if (
+            low[j - 4 : j] in ends
+            or low[j - 2 : j] in word_ends
+            or (low[j - 1 : j].isdigit() and _may_end_service(low, j, ends, word_ends))
+        ) and _service_name_before(low, at) is not None:  # `_may_end_service`, inline for the common case
+            return True
+        end = runs.find(b" ", at)
+        if end == -1:
+            return False
+        at = runs.find(_LONG_RUN, end)
+    return False
+
+
+_LONG_RUN = b"a" * MIN_TOKEN_LEN
+_BEHIND_REACH = 100
+_GAP_OR_NAME_END = frozenset(" \t=:>\"'`\\_.-")
+_SERVICE_ENDS = frozenset(
+    {w[-4:] for w in service_words() | KEY_SUFFIXES if len(w) >= 4}
+    | {sep + w for w in KEY_SUFFIXES if len(w) == 3 for sep in "_.-"}
+)
+_WORD_ENDS = frozenset({"is", "to", "as", "re", "ls"})  # is, to, was, are, equals
+
+
+def _may_end_service(low: str, j: int, ends: frozenset[str], word_ends: frozenset[str]) -> bool:
+    """A screen before `_SERVICE_BEHIND`: whether what ends at `j` may end a service's name (its last
+    four characters, a suffix's, or a number after `_ . -`) or be a word of prose's gap."""
+    if low[j - 4 : j] in ends or low[j - 2 : j] in word_ends:
+        return True
+    k = j
+    while k and low[k - 1].isdigit():
+        k -= 1
+    return 0 < k < j and low[k - 1] in "_.-"
+
+
+_SERVICE_BEHIND = re.compile(
+    r"""
+    (?:["'`]\\?){0,2}                                     # the value's opening quotes
+    (?:[ \t]*(?:=:|>=|>-|[:=])[ \t]*                       # =, :, :=, =>, -> (read backwards)
+      | (?:[ \t]+(?:si|saw|era|slauqe|ot[ \t]+tes|ot|=|:)){0,2}[ \t]+)
+    ["'`]?
+    (?P<name>[a-z0-9_.-]{1,60})
+    """,
+    re.VERBOSE,
+)
+"""What stands before a value (`_GAP`'s assignments and prose, no XML nor call), read backwards from
+the value's first character on the reversed text: the name's end is where this match ends."""
+
+
+def _service_name_before(low: str, at: int) -> tuple[int, int] | None:
+    """The span of the name before the value at `at` when it names a service alone (`_names_service`)."""
+    lo = max(0, at - _BEHIND_REACH)
+    j = at
+    while j > lo and low[j - 1] in _GAP_OR_NAME_END:
+        j -= 1
+    if not _may_end_service(low, j, _SERVICE_ENDS, _WORD_ENDS):
+        return None  # what ends there is no service, suffix, number, nor a word of prose's gap: no regex
+    back = low[lo:at][::-1]
+    m = _SERVICE_BEHIND.match(back)
+    if m is None:
+        return None
+    start, end = at - m.end("name"), at - m.start("name")
+    if start > 0 and low[start - 1] in _NAME_CHARS:
+        return None  # a name longer than the finder reads
+    while start < end and low[start] in ".-":
+        start += 1
+    if start == end or not _names_service(low[start:end]):
+        return None
+    return start, end
+
+
+@functools.lru_cache(maxsize=4096)
+def _names_service(name: str) -> bool:
+    """Whether lower-case `name` names a service and nothing else: its last piece (split on `_ . -`;
+    after up to three suffixes such as `live`, `prod` or a number) is one of `service_words` (`sendgrid`,
+    `stripe_live`, `settings.heroku`; not `heroku_app_name`, `sendgrid_user`)."""
+    pieces = [p for p in _PIECE_SPLIT.split(name) if p]
+    i = len(pieces) - 1
+    while i > 0 and (pieces[i] in KEY_SUFFIXES or pieces[i].isdigit()) and len(pieces) - i <= _MAX_SUFFIXES:
+        i -= 1
+    return i >= 0 and pieces[i] in service_words()
+
+
+_PIECE_SPLIT = re.compile(r"[_.-]+")
 
 
 @dataclass(frozen=True)
@@ -347,6 +483,8 @@ def find_in_context(text: str, low: str, covered: Sequence[tuple[int, int]] = ()
         if hit is not None:
             yield hit
             last_end = hit.end
+    if len(low) > MIN_TOKEN_LEN:
+        yield from _after_services(text, low, covered, starts)
     if "machine" in low and "password" in low:
         for m in _NETRC.finditer(low):
             value = text[m.start("v") : m.end("v")]
@@ -519,6 +657,99 @@ def _provider_before(low: str, name_start: int, name: str) -> bool:
     """Whether a provider of the rule table is named in `name` or in the few words before it."""
     words = re.findall(r"[a-z0-9]+", low[max(0, name_start - 40) : name_start] + " " + name.lower())
     return not _providers().isdisjoint(words)
+
+
+def _after_services(
+    text: str, low: str, covered: Sequence[tuple[int, int]], starts: list[int]
+) -> Iterator[ContextHit]:
+    """Values that a service's name alone stands before (`SENDGRID=<value>`, `"mailgun": "<value>"`,
+    `--heroku <value>`, `Stripe <value>`): read from each long run backwards (`_service_name_before`),
+    which the text has few of, then forwards as `_at_name` reads a secret word's."""
+    runs = run_map(low)
+    at = runs.find(_LONG_RUN)
+    judged: dict[tuple[str, str, bool], bool] = {}
+    while at != -1:
+        name = _service_name_before(low, at)
+        if name is not None:
+            hit = _service_hit(text, name[0], name[1], at, covered, starts, judged)
+            if hit is not None:
+                yield hit
+        end = runs.find(b" ", at)
+        if end == -1:
+            return
+        at = runs.find(_LONG_RUN, end)
+
+
+def _service_hit(
+    text: str,
+    start: int,
+    end: int,
+    value_at: int,
+    covered: Sequence[tuple[int, int]],
+    starts: list[int],
+    judged: dict[tuple[str, str, bool], bool],
+) -> ContextHit | None:
+    gap = _GAP.match(text, end)
+    if gap is None or gap.end() != value_at:
+        return None
+    q = gap.group("q")
+    if q and q != "`" and (not start or text[start - 1] != q):
+        return None  # a closing quote that opened nothing: the name was inside a value
+    context, _ = _context_of(gap, text, start)
+    if context == "flag" and (not start or text[start - 1] != "-"):
+        context = "assignment" if gap.group("assign") is not None else "prose"  # at the text's start
+    if context not in ("assignment", "flag", "prose"):
+        return None
+    quoted = bool(gap.group("open"))
+    pattern = _QUOTED if quoted else _PROSE_VALUE if context != "assignment" else _BARE
+    m = pattern.match(text, value_at)
+    if m is None:
+        return None
+    v_start, v_end = m.span()
+    while v_end > v_start and text[v_end - 1] in _TRAILING and not quoted:
+        v_end -= 1
+    if quoted and v_end < len(text) and text[v_end] not in "\"'`\\":
+        return None  # a quoted value that does not end at a quote is prose
+    if starts:
+        i = bisect_right(starts, v_start) - 1
+        if i >= 0 and covered[i][1] >= v_end:
+            return None  # inside a secret found already
+    value = text[v_start:v_end]
+    key = (value, context, quoted)
+    taken = judged.get(key)
+    if taken is None:
+        if len(judged) >= _MAX_JUDGED:
+            judged.clear()
+        taken = judged[key] = _takes_service(value, context, quoted)
+    return ContextHit(v_start, v_end, m, "service " + context) if taken else None
+
+
+def _takes_service(value: str, context: str, quoted: bool) -> bool:
+    """Whether `value`, after a service's name alone in `context`, is a credential: a higher bar than
+    after a secret word. `MIN_TOKEN_LEN` characters or more that look random (`looks_random`; no UUID:
+    an id far more often) and are not mostly words (`_wordy`); in prose and flags, also upper and lower
+    case and a digit (so no hex: a commit or a digest, `deployed to heroku 3f9a1c…`)."""
+    if value.startswith(("[Scrubbed", "-")) or _is_placeholder(value) or _is_reference(value, quoted):
+        return False
+    if not looks_random(value, min_len=MIN_TOKEN_LEN, uuid_ok=False) or _wordy(value):
+        return False
+    if context == "assignment":
+        return True
+    return value.lower() != value and value.upper() != value and any(c.isdigit() for c in value)
+
+
+_WORDISH = re.compile(r"[A-Z]?[a-z]{2,}|[A-Z]{2,}(?![a-z])")
+
+
+def _wordy(value: str) -> bool:
+    """Whether nine tenths of the letters of `value` are in words of three letters or more with a vowel
+    (`StripeClientConfiguration2024`, `HerokuDeployPipelineV2Stage3`): a name with numbers, not a key
+    (a random string of 20 characters is that wordy about once in five hundred, of 32 almost never)."""
+    letters = sum(c.isalpha() for c in value)
+    in_words = sum(
+        len(w) for w in _WORDISH.findall(value) if len(w) >= 3 and any(v in w.lower() for v in "aeiouy")
+    )
+    return in_words >= 0.9 * letters
 
 
 def _dash_p(text: str, low: str) -> Iterator[ContextHit]:

@@ -349,8 +349,17 @@ class Scrubber:
                 changed, trail.changed = trail.changed, False
                 edits: list[tuple[Any, Any, Any]] = []
                 # Escapes can hide a shape from the raw text ("Bearer\\tabc"): then look at every leaf.
+                # A credential the context finder saw across a key and its value (`"mailgun": "…"`,
+                # `"stream_key": "…"`) is not in any leaf alone: carried to the leaves that hold it.
+                carried = {s[h.start : h.end]: h for h in hits if h.rule.gate == "context"}
                 tree = self._scrub_tree(
-                    parsed, path, trail, depth, scan_leaves=bool(hits) or "\\" in s, edits=edits
+                    parsed,
+                    path,
+                    trail,
+                    depth,
+                    scan_leaves=bool(hits) or "\\" in s,
+                    edits=edits,
+                    carried=carried,
                 )
                 changed, trail.changed = trail.changed, changed or trail.changed
                 if not changed:
@@ -368,9 +377,12 @@ class Scrubber:
         *,
         scan_leaves: bool,
         edits: list[tuple[Any, Any, Any]] | None = None,
+        carried: dict[str, Hit] | None = None,
     ) -> Any:
         """Scrub a parsed JSON tree in place by key; then its string leaves by value shape. Each value
-        replaced is added to `edits` as (its key, the old value, the new one)."""
+        replaced is added to `edits` as (its key, the old value, the new one). `carried`: secrets the
+        context finder found in the JSON text, replaced in a leaf that holds one and has no hit of its
+        own."""
         leaves: list[tuple[Any, Any, JsonPath]] = []
         if isinstance(tree, (dict, list)):
             self._walk_keys(tree, path, trail, leaves, depth, edits)
@@ -390,8 +402,10 @@ class Scrubber:
             text = node[k]
             if i in hit_leaves or (text[:1] in "{[" and len(text) >= _MIN_SECRET_LEN):
                 node[k] = self._scrub_string(text, leaf_path, trail, depth + 1)
-                if edits is not None and node[k] is not text:
-                    edits.append((k, text, node[k]))
+            elif carried and (found := _carried_hits(text, carried)):
+                node[k] = self._scrub_text(text, leaf_path, trail, found)
+            if edits is not None and node[k] is not text:
+                edits.append((k, text, node[k]))
         return tree
 
     def _walk_keys(
@@ -506,6 +520,22 @@ def _splice(s: str, edits: list[tuple[Any, Any, Any]]) -> str | None:
         else:
             return None
     return out
+
+
+def _carried_hits(text: str, carried: dict[str, Hit]) -> list[Hit]:
+    """Hits, in `text`, of the secrets found in the JSON text around it, leftmost first, apart."""
+    found: list[Hit] = []
+    for secret, hit in carried.items():
+        at = text.find(secret)
+        while at != -1:
+            found.append(hit._replace(start=at, end=at + len(secret)))
+            at = text.find(secret, at + len(secret))
+    found.sort(key=lambda h: (h.start, -h.end))
+    kept: list[Hit] = []
+    for h in found:
+        if not kept or h.start >= kept[-1].end:
+            kept.append(h)
+    return kept
 
 
 def _leaves_hit(texts: list[str], hits: list[Hit]) -> set[int]:

@@ -20,7 +20,6 @@ import contextlib
 import hashlib
 import os
 import stat
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -101,6 +100,8 @@ def store(key: str, payload: bytes, where: Path | None = None) -> bool:
         return False
     if not _trusted_folder(where):
         return False
+    import tempfile  # here: a process that finds the database cached (the usual case) never needs it
+
     try:
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".hsdb", dir=where)  # mode 0600
     except OSError:

@@ -26,13 +26,12 @@ import os
 import platform
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from . import _hs_cache
-from ._contextual import CONTEXT_GATE
-from ._python_matcher import PythonMatcher
+from ._contextual import CONTEXT_GATE, SERVICE_GATE, SERVICE_WORDS, service_follows
 from ._selection import NOTHING, Gated, Matcher, Selection, ordered
 from ._table import ASSIGNMENT_WORDS, MIN_TOKEN_LEN, RUN
 
@@ -40,7 +39,6 @@ __all__ = [
     "NOTHING",
     "HyperscanMatcher",
     "Matcher",
-    "PythonMatcher",
     "Re2Matcher",
     "Selection",
     "available",
@@ -161,6 +159,8 @@ def _selection(found: Sequence[tuple[int, int]], gates: list[_Gate | None], text
             assignments = True
         elif gate is _CONTEXT:
             context = True
+        elif gate is _SERVICE:
+            context = context or service_follows(text, end)
         elif gate.prefix:
             at = end - len(gate.prefix)
             if (not at or text[at - 1] not in _RUN_SET) and starts_run(text, at, gate.prefix):
@@ -173,11 +173,14 @@ def _selection(found: Sequence[tuple[int, int]], gates: list[_Gate | None], text
 
 _CONTEXT = _Gate(CONTEXT_GATE, True, [])
 """The context finder's gate: it selects no rule, it says whether to run the finder."""
+_SERVICE = _Gate(SERVICE_WORDS, True, [])
+"""Its second gate, for a service's name alone before a long run: Hyperscan reports every service's
+name, and the rest of `SERVICE_GATE` is read after each (`service_follows`); RE2 takes the whole."""
 
 
 def _with_context(gates: list[_Gate | None]) -> list[_Gate | None]:
-    """The gates with the context finder's second, after the assignments' gate."""
-    return [gates[0], _CONTEXT, *gates[1:]]
+    """The gates with the context finder's two, after the assignments' gate."""
+    return [gates[0], _CONTEXT, _SERVICE, *gates[1:]]
 
 
 class HyperscanMatcher:
@@ -190,9 +193,11 @@ class HyperscanMatcher:
 
         self.gates = _with_context(gate_patterns(rules))
         patterns = [(ASSIGNMENT_GATE, True, True)]
-        patterns += [(g.pattern, g.caseless, bool(g.prefix)) for g in self.gates if g is not None]
-        # A word gate reports every place; the others once. Prefilter mode: what Hyperscan cannot match
-        # exactly (look-arounds) it matches more loosely.
+        patterns += [
+            (g.pattern, g.caseless, bool(g.prefix) or g is _SERVICE) for g in self.gates if g is not None
+        ]
+        # A word gate and the services' names report every place; the others once. Prefilter mode: what
+        # Hyperscan cannot match exactly (look-arounds) it matches more loosely.
         once = hyperscan.HS_FLAG_SINGLEMATCH | hyperscan.HS_FLAG_PREFILTER | hyperscan.HS_FLAG_DOTALL
         expressions = [p.encode() for p, _, _ in patterns]
         flags = [
@@ -270,7 +275,8 @@ class Re2Matcher:
         self.set.Add("(?i)" + ASSIGNMENT_GATE)
         for gate in self.gates[1:]:
             assert gate is not None
-            self.set.Add(("(?is)" if gate.caseless else "(?s)") + gate.pattern)
+            pattern = SERVICE_GATE if gate is _SERVICE else gate.pattern
+            self.set.Add(("(?is)" if gate.caseless else "(?s)") + pattern)
         self.set.Compile()
 
     def select(self, text: str) -> Selection:
@@ -282,7 +288,7 @@ class Re2Matcher:
             gate = self.gates[i]
             if gate is None:
                 assignments = True
-            elif gate is _CONTEXT:
+            elif gate is _CONTEXT or gate is _SERVICE:
                 context = True
             elif gate.prefix:  # RE2's sets say which, not where: find where, as the gate says
                 low = text.lower() if low is None else low
@@ -294,10 +300,18 @@ class Re2Matcher:
         return Selection(ordered(chosen), starts, assignments, low, context=context)
 
 
-_KINDS: dict[str, type[PythonMatcher] | type[HyperscanMatcher] | type[Re2Matcher]] = {
+def _python_matcher(rules: Sequence[Gated]) -> Matcher:
+    # Imported when used: with Hyperscan or RE2 installed, preparing an export thread (which the first
+    # flush after `configure()` may wait for) does not import the fallback.
+    from ._python_matcher import PythonMatcher
+
+    return PythonMatcher(rules)
+
+
+_KINDS: dict[str, Callable[[Sequence[Gated]], Matcher]] = {
     "hyperscan": HyperscanMatcher,
     "re2": Re2Matcher,
-    "python": PythonMatcher,
+    "python": _python_matcher,
 }
 
 
@@ -315,4 +329,4 @@ def make(rules: Sequence[Gated], name: str | None = None) -> Matcher:
         except Exception:
             if name:
                 raise
-    return PythonMatcher(rules)
+    return _python_matcher(rules)

@@ -25,6 +25,7 @@ __all__ = [
     "looks_like_identifier",
     "provider_words",
     "secret_key_word",
+    "service_words",
     "shannon_entropy",
 ]
 
@@ -109,6 +110,36 @@ def provider_words() -> frozenset[str]:
         if rule.gate == "keyword":
             words.update(h for h in rule.hints if len(h) >= 3)
     return frozenset(words - _NOT_PROVIDERS)
+
+
+_NOT_SERVICES = frozenset(
+    {
+        # ordinary words first, whatever service they also name
+        "atlas", "boundary", "cloud", "defined", "deploy", "face", "frame", "logic", "networking", "object",
+        "private", "readme", "render", "storage", "teams", "times", "together", "vault", "weights", "square",
+        "harness", "notion", "message", "intra", "entra", "sumo", "york", "neon", "voyage", "biases",
+        "hugging", "relic", "sonar", "xray", "kraken", "octopus", "fireworks", "replicate", "prefect",
+        "postman", "zoom", "plaid", "doppler", "pinecone", "honeycomb", "looker", "beamer", "duffel",
+        "resend", "transactional", "cohere", "perplexity", "confluence", "confluent", "devops", "discord",
+        "artifactory", "intercom", "braintrust", "braintree", "contentful", "gitter", "flickr", "fastly",
+        "asana", "gemini", "travis", "sidekiq", "telegram", "twitch", "slack", "jira", "grafana",
+        # platforms whose bare name heads repositories, images, packages, accounts, projects and regions
+        "github", "gitlab", "bitbucket", "docker", "google", "microsoft", "azure", "oracle", "cisco",
+        "alibaba", "aliyun", "yandex", "adobe", "facebook", "twitter", "linkedin", "openshift", "meraki",
+        "softlayer", "salesforce", "paypal", "etsy", "dropbox", "atlassian", "terraform", "hashicorp",
+        "nuget", "pypi", "rubygems", "clojars", "mongodb", "clickhouse", "okta", "1password", "nytimes",
+    }
+)  # fmt: skip
+"""Provider names of the table that do not make a credential of a random value on their own: ordinary
+words (`deploy`, `render`, `vault`), and platforms whose name heads commit hashes, image digests, package
+versions, project and account ids far more often than a key (`github`, `docker`, `google`, `pypi`)."""
+
+
+@functools.cache
+def service_words() -> frozenset[str]:
+    """Provider names that are a context on their own (`SENDGRID=<random>`, `heroku: <random>`): those
+    of `provider_words` of four letters or more, less `_NOT_SERVICES`."""
+    return frozenset(w for w in provider_words() if len(w) >= 4 and w.isalnum() and w not in _NOT_SERVICES)
 
 
 _SEGMENT = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._context import FINDER_NEEDS
-from ._contextual import has_candidate
+from ._contextual import has_candidate, service_candidate
 from ._required import RARITY, UNBOUNDED, Requirement, commonness, requirements
 from ._selection import NOTHING, Gated, Selection, ordered
 from ._table import ASSIGNMENT_WORDS, MIN_TOKEN_LEN, mentions_secret_word, run_map
@@ -344,7 +344,7 @@ class PythonMatcher:
         at = runs.find(_LONG_RUN)
         if at != -1:
             self._runs(low, runs, at, starts, plan.shapes, chosen)
-        context = has_candidate(low)
+        context = has_candidate(low) or (at != -1 and service_candidate(low, runs, at))
         if not (chosen or starts or separators or context):
             return NOTHING
         return Selection(ordered(chosen), starts, bool(separators), low, separators, context)

@@ -45,8 +45,9 @@ class Selection:
         low: The lower-cased text, when the matcher made it.
         separators: Where an `=` or `:` follows a name holding a secret word, when the matcher knows
             (otherwise every separator of a text that mentions one is looked at).
-        context: Whether a secret word stands before something that may be a value, in one of the
-            syntaxes the context finder reads (`_contextual.CONTEXT_GATE`).
+        context: Whether a secret word, or a service's name before a long run, stands before something
+            that may be a value, in one of the syntaxes the context finder reads
+            (`_contextual.CONTEXT_GATE`, `_contextual.SERVICE_GATE`).
     """
 
     rules: list[Any]

@@ -79,7 +79,13 @@ def _light(span: Any) -> dict[str, Any]:
     }
 
 
-_SPANS_SUMMARY_SQL = "SELECT count(*), max(epoch_us(end_timestamp)) FROM records WHERE trace_id = ?"
+# The trace's spans that ended: how many, the last end, and which of the start records given (`?`, span
+# ids) are among them: the run page's poll finds its open spans in the pass it makes anyway.
+_SPANS_SUMMARY_SQL = """
+SELECT count(*), max(epoch_us(end_timestamp)),
+       list(span_id) FILTER (WHERE list_contains(CAST(? AS VARCHAR[]), span_id))
+FROM records WHERE trace_id = ?
+"""
 
 
 def _tag(store: Path, request: Any) -> str:
@@ -162,7 +168,7 @@ def ui_routes(store: Path, pool: Executor | None = None, source: str | None = No
                 found = []
             else:
                 found = traces.runs(limit=500)  # a failure is an error, not "no runs"
-            marks = traces.aliases(found, 500) if found else {}
+            marks = traces.aliases(found, 500) if found or opened else {}
             runs = [
                 {
                     **vars(run),
@@ -181,18 +187,23 @@ def ui_routes(store: Path, pool: Executor | None = None, source: str | None = No
     def read_spans(ref: str, since_us: int, text: str) -> tuple[dict[str, Any], dict[str, str]]:
         with open_store() as traces:
             trace_id = traces.resolve(ref)
-            ((count, newest),) = traces.table(_SPANS_SUMMARY_SQL, [trace_id])[1]
             # Every open span each time (they are few): the page drops those no longer open.
-            opened = open_spans(traces, trace_id) if source is None else []
+            started = open_spans(traces, trace_id, check=False) if source is None else []
+            ids = [s.span_id for s in started]
+            ((count, newest, ended),) = traces.table(_SPANS_SUMMARY_SQL, [ids, trace_id])[1]
+            gone = set(ended or ())
+            opened = [s for s in started if s.span_id not in gone]
             if not count and not opened:
                 traces.require_trace(trace_id, found=False)
             # Only what ended since the page's newest span (less a margin): the page has the rest.
             rows = waterfall_rows(traces, trace_id, since_us - _SLACK_US if since_us else None)
             last = max([int(newest or 0), *(s.start_us for s in opened)])
+            now_us = time.time_ns() // 1000
             reply: dict[str, Any] = {
                 "trace_id": trace_id,
                 "spans": rows,
-                "open": open_rows(opened, time.time_ns() // 1000, last),
+                "open": open_rows(opened, now_us, last),
+                "now_us": now_us,  # running bars grow from here on the page's clock
                 "count": int(count),
                 "newest_us": int(newest or 0),
             }
@@ -207,8 +218,8 @@ def ui_routes(store: Path, pool: Executor | None = None, source: str | None = No
         with open_store() as traces:
             trace_id = traces.resolve(ref)
             found = traces.spans(trace_id, only=[span_id])
-            if not found and source is None:  # a span that started and has not ended
-                found = [s for s in open_spans(traces, trace_id) if s.span_id == span_id]
+            if not found and source is None:  # a span that started and has not ended (no end read just now)
+                found = [s for s in open_spans(traces, trace_id, check=False) if s.span_id == span_id]
             if not found:
                 return None, counted(traces)
             span = found[0]

@@ -23,6 +23,7 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
@@ -81,6 +82,7 @@ def _resolve(arguments: Mapping[str, object]) -> Settings:
         max_row_bytes=values["max_row_bytes"][0],
         retention=values["retention"][0],
         experiment=values["experiment"][0],
+        repetition=values["repetition"][0],
         logfire_token_ignored=token_ignored,
     )
 
@@ -165,6 +167,7 @@ def configure(
     retention: str | UnsetType | None = UNSET,
     synchronous: bool | UnsetType = UNSET,
     experiment: str | UnsetType | None = UNSET,
+    repetition: int | UnsetType | None = UNSET,
 ) -> None:
     """Set up tracing for this process. Safe to call more than once.
 
@@ -228,6 +231,11 @@ def configure(
         experiment: The experiment this process's runs belong to: every root span carries it as
             `mastrace.experiment.name`; see also `mastrace.experiment_run()`.
             Env: `MASTRACE_EXPERIMENT`. Default: none.
+        repetition: The repetition this process runs, for experiments run one process per
+            repetition (`for i in 0 1 2; do mastrace run --repetition $i -- ...`): root spans
+            without one carry it as `mastrace.experiment.repetition`, MassGen turns count from it,
+            and `experiment_run()` uses it when given none. Env: `MASTRACE_REPETITION`.
+            Default: none (MassGen turns count from 0 in each process).
 
     Raises:
         ConfigError: An argument (the message names it) or an environment variable (the message
@@ -260,8 +268,10 @@ def configure(
         "retention": retention,
         "synchronous": synchronous,
         "experiment": experiment,
+        "repetition": repetition,
     }
     settings = _resolve({**arguments, **pinned_arguments()})
+    semconv.reread_conventions()  # `OTEL_SEMCONV_STABILITY_OPT_IN`, read at its next use
     if disabled_by_env():
         shutdown()
         return
@@ -291,12 +301,16 @@ def _initialize(settings: Settings) -> None:
     """The one place that wires provider → pipeline → destinations."""
     # The one scrubber of this configuration: every destination and Logfire's callbacks share it.
     scrubber = SharedScrubber(settings.scrubbing) if settings.scrubbing is not None else None
-    destinations = _destinations.build(settings, scrubber)  # fails (bad path, missing extra) first
+    spans_resource: list[Resource] = []  # what the export threads warm up with, once it is known
+    destinations = _destinations.build(settings, scrubber, spans_resource)  # fails (bad path, ...) first
     try:
         provider = _provider_for(settings, scrubber)
     except BaseException:
         Pipeline(destinations).shutdown(timeout=1.0)
         raise
+    resource = getattr(provider, "resource", None)
+    if isinstance(resource, Resource):
+        spans_resource.append(resource)
     # Switch to the new pipeline first, then drain the old one: spans ending meanwhile go to the new
     # destinations instead of being lost, and spans open across the switch end through the new one.
     # Spans reach somewhere when mastrace has a destination, or when they go through a provider
@@ -324,6 +338,7 @@ def _initialize(settings: Settings) -> None:
         pipeline.adopt_open_spans(previous)
     _RT.switch.pipeline = pipeline
     _RT.switch.experiment = settings.experiment
+    _RT.switch.repetition = settings.repetition
     _RT.pipeline = pipeline
     if previous is not None:
         previous.shutdown(timeout=5.0)
@@ -338,6 +353,7 @@ def _initialize(settings: Settings) -> None:
     STATE.configured = True
     STATE.capture_content = settings.capture_content
     STATE.experiment = settings.experiment
+    STATE.repetition = settings.repetition
     STATE.on_lost = pipeline.note_lost
     STATE.generation += 1
     _children.publish(settings)  # what spawn/forkserver workers configure themselves from
@@ -457,6 +473,7 @@ def shutdown(timeout: float = 5.0, *, interrupted: bool = False) -> FlushResult:
         _children.forget()
         STATE.provider = None
         STATE.capture_content = None
+        STATE.experiment = STATE.repetition = _RT.switch.experiment = _RT.switch.repetition = None
         STATE.on_lost = None
         STATE.generation += 1
         _context.unpatch_threads()
@@ -610,4 +627,5 @@ def reset_for_tests() -> None:
     STATE.counters.clear()
     STATE.noop_spans = 0
     STATE.configured = False
+    semconv.reread_conventions()
     _RT.capture_pin = None

@@ -8,7 +8,7 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.sdk.resources import Resource
@@ -45,10 +45,13 @@ REMOTE_QUEUE_WITH_STORE = 16_384
 """Spans an OTLP destination queues at most when a local store is on (~50 MB at ~3 KB a span)."""
 
 
-def build(settings: Settings, scrubber: SharedScrubber | None) -> list[Destination]:
+def build(
+    settings: Settings, scrubber: SharedScrubber | None, spans_resource: Sequence[Resource] = ()
+) -> list[Destination]:
     """Every destination the settings name, built (and failing on a bad path or a missing extra)
     before `configure()` changes anything; `scrubber` is the configuration's one scrubber (None: no
-    scrubbing)."""
+    scrubbing). `spans_resource` holds the resource the spans will carry once `configure()` knows it
+    (the export threads warm up with it; while it is empty, with one like it)."""
     limits = settings.limits
     # The scrubber and the transform are imported and built on an export thread as soon as it
     # starts (`Destination(prepare=...)`), right after `configure()`: the rule table's compilation
@@ -69,6 +72,21 @@ def build(settings: Settings, scrubber: SharedScrubber | None) -> list[Destinati
         prepare_span, scrubber = built[0] if built else prepare()
         return prepare_span(span, scrubber, limits)
 
+    # Then, once the spans that ended meanwhile are exported, each export thread does the first-use
+    # work of its first batch on sample spans (`pipeline._warm`): caches filled, its own scratch space.
+    # (An exporter's own first-use work is done only for those mastrace wrote: the local store's
+    # encoder. An application's exporter is never handed a span that is not one.)
+    def warm_up_for(
+        encode: Callable[[Sequence[Any]], object] | None = None,
+    ) -> Callable[[Callable[[], bool]], None]:
+        def warm_up(busy: Callable[[], bool]) -> None:
+            from ..pipeline._warm import warm_up
+
+            warm_resource = spans_resource[0] if spans_resource else resource(settings)
+            warm_up(transform, prepare()[1], warm_resource, encode, busy)
+
+        return warm_up
+
     common: dict[str, Any] = {
         "max_queue": settings.max_queue_size,
         "interval": settings.flush_interval,
@@ -84,7 +102,7 @@ def build(settings: Settings, scrubber: SharedScrubber | None) -> list[Destinati
         store = LocalStoreExporter(
             settings.local, strict=False, max_row_bytes=settings.max_row_bytes, retention=settings.retention
         )
-        out.append(Destination("local", store, transform, **spans))
+        out.append(Destination("local", store, transform, warm_up=warm_up_for(store.warm_up), **spans))
     if settings.otlp:
         from ..exporters.otlp import build_otlp_exporter, guard_otlp_exporter
 
@@ -101,15 +119,16 @@ def build(settings: Settings, scrubber: SharedScrubber | None) -> list[Destinati
             # The store holds every span: a collector that hangs must not make the process hold
             # hundreds of MB of them too. What does not fit is counted as dropped; `push` sends it.
             remote["max_queue"] = min(settings.max_queue_size, REMOTE_QUEUE_WITH_STORE)
-        destination = Destination("otlp", exporter, transform, **remote)
+        destination = Destination("otlp", exporter, transform, warm_up=warm_up_for(), **remote)
         destination.exit_budget = settings.otlp_exit_timeout
         out.append(destination)
     if settings.console:
         from ..exporters.console import ConsoleExporter
 
-        out.append(Destination("console", ConsoleExporter(), transform, **spans))
+        out.append(Destination("console", ConsoleExporter(), transform, warm_up=warm_up_for(), **spans))
     for i, exporter in enumerate(settings.exporters):
-        out.append(Destination(f"{type(exporter).__name__}#{i}", exporter, transform, **spans))
+        name = f"{type(exporter).__name__}#{i}"
+        out.append(Destination(name, exporter, transform, warm_up=warm_up_for(), **spans))
     metrics = _metrics_destination(settings, common)
     if metrics is not None:
         out.append(metrics)

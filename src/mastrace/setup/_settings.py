@@ -391,6 +391,19 @@ EXPERIMENT: Final = Param[str | None](
     accepts="a non-empty string",
     none_is_unset=True,
 )
+REPETITION: Final = Param[int | None](
+    name="repetition",
+    env=("MASTRACE_REPETITION",),
+    type="int",
+    default=None,
+    default_doc="none",
+    parser=_parse_int,
+    check=_number_check(int, 0),
+    doc="The repetition this process runs, when an experiment runs one process per repetition: "
+    "root spans carry it as their repetition index, MassGen turns count from it.",
+    accepts="a whole number, at least 0",
+    none_is_unset=True,
+)
 
 
 def _parse_run(var: str, text: str) -> dict[str, Any]:
@@ -401,13 +414,13 @@ def _parse_run(var: str, text: str) -> dict[str, Any]:
 
 
 # What `mastrace run` can pin from its command line (see RUN below).
-RUN_PINNABLE: Final = ("service_name", "local", "otlp", "console", "experiment")
+RUN_PINNABLE: Final = ("service_name", "local", "otlp", "console", "experiment", "repetition")
 
 
 def _check_run(value: Any) -> dict[str, Any]:
     if not isinstance(value, dict) or not set(value) <= set(RUN_PINNABLE):
         raise ValueError(value)
-    by_name = {p.name: p for p in (SERVICE_NAME, LOCAL, OTLP, CONSOLE, EXPERIMENT)}
+    by_name = {p.name: p for p in (SERVICE_NAME, LOCAL, OTLP, CONSOLE, EXPERIMENT, REPETITION)}
     return {name: by_name[name].check(item) for name, item in value.items()}
 
 
@@ -420,10 +433,10 @@ RUN: Final = Param[dict[str, Any]](
     parser=_parse_run,
     check=_check_run,
     doc="The options of `mastrace run`'s command line (`--store`, `--service-name`, `--otlp`, "
-    "`--console`, `--experiment`), set by it for the program and its child processes: they beat "
-    "`configure()`'s arguments.",
+    "`--console`, `--experiment`, `--repetition`), set by it for the program and its child processes: "
+    "they beat `configure()`'s arguments.",
     accepts="a JSON object",
-    env_accepts="a JSON object of service_name, local, otlp, console and experiment, "
+    env_accepts="a JSON object of service_name, local, otlp, console, experiment and repetition, "
     'e.g. {"local": "/tmp/store"}',
     argument=False,
 )
@@ -447,6 +460,7 @@ PARAMS: Final[tuple[Param[Any], ...]] = (
     RETENTION,
     SYNCHRONOUS,
     EXPERIMENT,
+    REPETITION,
     DISABLED,
     HINTS,
     RUN,
@@ -490,5 +504,6 @@ class Settings:
     max_row_bytes: int = 1_000_000
     retention: Any = None  # a store._retention.Retention
     experiment: str | None = None
+    repetition: int | None = None
     logfire_token_ignored: bool = False  # LOGFIRE_TOKEN is set but the logfire package is missing
     limits: Limits = field(default_factory=Limits)

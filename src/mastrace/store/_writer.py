@@ -242,6 +242,17 @@ class LocalStoreExporter(SpanExporter):
             self._fail(batch.encoded, "write", exc)
             return 0
 
+    def warm_up(self, spans: Sequence[ReadableSpan]) -> None:
+        """Encode `spans` as `export()` would and throw the lines away: nothing is written or counted.
+
+        The encoder caches what depends only on a span's resource and scope, and runs some paths
+        (events, links, status messages) only for the spans that have them: calling this with spans
+        like the first ones (the configuration's export thread does, before its first batch) makes
+        the first export cost what a later one does. Never raises.
+        """
+        with contextlib.suppress(Exception):
+            self._encoder.encode_batch(spans, time.time_ns())
+
     def export_pending(self, spans: Sequence[ReadableSpan]) -> int:
         """Append the start records of `spans`, still open, to this process's pending file; never
         raises. Returns how many were written (0 when the store cannot be written: nothing is counted,

@@ -450,10 +450,14 @@ def json_schema(attrs: Mapping[str, str] | Iterable[str]) -> str:
             the keys (each is then declared an object).
     """
     properties: dict[str, dict[str, str]] = {}
-    if isinstance(attrs, Mapping):
+    if type(attrs) is dict or isinstance(attrs, Mapping):  # a dict without the ABC check: every span
         # Spans of one kind declare the same keys with the same types, span after span: the text is
         # built once per such set (this runs as every span with a JSON attribute ends).
-        kinds = tuple((key, _first_char(text)) for key, text in attrs.items())
+        if len(attrs) == 1:  # the usual declaration: one JSON attribute
+            ((key, text),) = attrs.items()
+            kinds: tuple[tuple[str, str], ...] = ((key, _first_char(text)),)
+        else:
+            kinds = tuple((key, _first_char(text)) for key, text in attrs.items())
         known = _SCHEMAS.get(kinds)
         if known is not None:
             return known

@@ -28,6 +28,8 @@ class State:
     capture_content: bool | None = None
     # `configure(experiment=...)`: the default experiment of `experiment_run()`.
     experiment: str | None = None
+    # `configure(repetition=...)`: the repetition this process runs (root spans, MassGen turns).
+    repetition: int | None = None
     # Told about each span that could not be created or ended: the pipeline counts it as dropped.
     on_lost: Callable[[int], None] | None = None
     # In a process started by a configured one (multiprocessing's spawn or forkserver): configures

@@ -16,7 +16,7 @@ from typing import Any, Generic, TypeVar
 from .. import semconv
 from ._context import ContextAwaitable
 from ._errors import handle_internal_errors, log_internal_error
-from ._tracer import NOOP_SPAN, NoOpSpan, Span
+from ._tracer import NOOP_SPAN, NoOpSpan, Span, ValidAttributes
 
 Y = TypeVar("Y")
 S = TypeVar("S")
@@ -86,7 +86,11 @@ class _StreamSpan:
                 semconv.MASTRACE_STREAM_CHUNKS: self._chunks,
             }
             if attrs:
-                self._end(span._end_with, {**attrs, **ends}, exc)
+                if type(attrs) is ValidAttributes:  # mastrace's own, handed over: completed in place
+                    attrs.update(ends)
+                else:
+                    attrs = {**attrs, **ends}
+                self._end(span._end_with, attrs, exc)
             else:
                 span._set_valid_attributes(ends)
                 self._end(span._end_with, _NOTHING, exc)
@@ -136,6 +140,7 @@ class TracedGenerator(Generator[Y, S, Any], Generic[Y, S]):
         on_finish: FinishHook | None = None,
     ) -> None:
         self._gen = gen
+        self._send = gen.send  # bound once: every item goes through it
         self._ctx = ctx if ctx is not None else contextvars.copy_context()
         self._stream = _StreamSpan(self._ctx, span, on_finish)
 
@@ -143,10 +148,10 @@ class TracedGenerator(Generator[Y, S, Any], Generic[Y, S]):
         return self
 
     def __next__(self) -> Y:
-        return self.send(None)  # type: ignore[arg-type]
+        return self._step(self._send, None)
 
     def send(self, value: S) -> Y:
-        return self._step(self._gen.send, value)
+        return self._step(self._send, value)
 
     def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Y:
         return self._step(self._gen.throw, _exception(typ, val, tb))

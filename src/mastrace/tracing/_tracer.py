@@ -66,14 +66,21 @@ _TEXTS_ONLY = {str}
 
 def _clean_attributes(
     attributes: Mapping[str, Any],
+    valid: Mapping[str, AttributeValue] | None = None,
 ) -> tuple[dict[str, AttributeValue], dict[str, str] | None]:
-    """Valid attribute values, and the JSON text of each value that was encoded as JSON. Never raises."""
-    out: dict[str, AttributeValue] = {}
+    """Valid attribute values, and the JSON text of each value that was encoded as JSON. Never raises.
+
+    `valid` holds attributes mastrace built itself, valid as they are: the result is `{**valid,
+    **attributes}` with only `attributes` checked, and a key of `attributes` whose value is None
+    (or becomes None) absent, as if the two had been merged before the check.
+    """
+    out: dict[str, AttributeValue] = dict(valid) if valid else {}
     json_texts: dict[str, str] | None = None
     try:
         items = list(attributes.items())
     except Exception as exc:  # a mapping that cannot be read: say so rather than lose the span
-        return {semconv.MASTRACE_UNREADABLE: unreadable(exc)}, None
+        out[semconv.MASTRACE_UNREADABLE] = unreadable(exc)
+        return out, None
     for key, value in items:
         if type(key) is not str:
             key = text_of(key)
@@ -86,6 +93,8 @@ def _clean_attributes(
             continue
         coerced, is_json = coerce_attribute(value)
         if coerced is None:
+            if valid:
+                out.pop(key, None)
             continue
         out[key] = coerced
         if is_json:
@@ -93,7 +102,31 @@ def _clean_attributes(
     return out, json_texts
 
 
+class ValidAttributes(dict[str, AttributeValue]):
+    """Attributes mastrace's own code built: valid OpenTelemetry values as they are (strings,
+    numbers, booleans, tuples of strings, JSON text), which `Span._end_with` sets without a coercion
+    pass. `json` maps the keys whose values are JSON text to that text (for `logfire.json_schema`).
+
+    Made with `valid_attributes()`. A stream's finish hook that returns one hands it to the stream,
+    which adds its own end attributes to it."""
+
+    __slots__ = ("json",)
+
+    json: dict[str, str] | None
+
+
+def valid_attributes(
+    attributes: Mapping[str, AttributeValue], json: dict[str, str] | None
+) -> ValidAttributes:
+    """`attributes` (valid as they are) as `ValidAttributes`, `json` the keys holding JSON text."""
+    out = ValidAttributes(attributes)  # the C constructor: no `__init__` of its own
+    out.json = json
+    return out
+
+
 def _to_link(link: Any) -> Link | None:
+    if type(link) is SpanContext:  # the usual link (a recorded answer's context), without ABC checks
+        return Link(link)
     if isinstance(link, Link):
         if link.attributes:  # a link's attributes are user values like any other
             attributes, _ = _clean_attributes(link.attributes)
@@ -111,7 +144,12 @@ def _to_link(link: Any) -> Link | None:
 
 def _links(given: Any) -> list[Link]:
     """The valid links among `given` (one link or a sequence). Never raises."""
-    if isinstance(given, (Link, SpanContext, Span, NoOpSpan, trace.Span)):
+    t = type(given)
+    if (
+        t is not list
+        and t is not tuple
+        and isinstance(given, (Link, SpanContext, Span, NoOpSpan, trace.Span))
+    ):
         given = (given,)  # one link passed on its own
     links = []
     try:
@@ -190,6 +228,7 @@ class Span:
         "_span",
         "_t0",
         "_token",
+        "_valid",
     )
 
     def __init__(
@@ -199,10 +238,14 @@ class Span:
         attributes: Mapping[str, Any] | None,
         kind: SpanKind | None,
         links: Sequence[Any] | None,
+        valid: Mapping[str, AttributeValue] | None = None,
     ) -> None:
         self._otel = otel_tracer
         self._name = name
         self._attrs = attributes
+        # Attributes mastrace built itself, valid as they are: they skip the coercion pass (`attributes`
+        # are the user's, and win over them, as `{**valid, **attributes}`).
+        self._valid = valid
         self._kind = kind
         self._links = links
         self._span: trace.Span | None = None
@@ -221,9 +264,9 @@ class Span:
         the current span (what `__enter__` does)."""
         if self._span is not None:
             return self
-        attrs: dict[str, AttributeValue] | None = None
+        attrs: Mapping[str, AttributeValue] | None = self._valid
         if self._attrs:
-            attrs, self._json_keys = _clean_attributes(self._attrs)
+            attrs, self._json_keys = _clean_attributes(self._attrs, attrs)
         links = None
         if self._links:
             links = _links(self._links)
@@ -399,7 +442,11 @@ class Span:
         span = self._span
         if span is not None and attributes:
             try:
-                clean, json_keys = _clean_attributes(attributes)
+                clean: dict[str, AttributeValue]
+                if type(attributes) is ValidAttributes:  # built by mastrace, handed over: no coercion pass
+                    clean, json_keys = attributes, attributes.json
+                else:
+                    clean, json_keys = _clean_attributes(attributes)
                 keys = self._json_keys
                 if json_keys:
                     keys = self._json_keys = {**keys, **json_keys} if keys else json_keys
@@ -617,6 +664,24 @@ class Tracer:
             return NOOP_SPAN
         return Span(otel, name, attributes, kind, links)
 
+    def _span(
+        self,
+        name: str,
+        valid: Mapping[str, AttributeValue],
+        attributes: Mapping[str, Any] | None = None,
+        *,
+        kind: SpanKind | None = None,
+        links: Sequence[Any] | None = None,
+    ) -> Span | NoOpSpan:
+        """`span()` for mastrace's own code: `valid` holds the attributes it built, valid
+        OpenTelemetry values as they are (strings, numbers, booleans, tuples of strings; no None),
+        which skip the coercion pass; `attributes` (the user's values) are coerced and win."""
+        otel = self._otel if self._gen == STATE.generation else self._otel_tracer()
+        if otel is None:
+            _noop()
+            return NOOP_SPAN
+        return Span(otel, name, attributes, kind, links, valid)
+
     def event(self, name: str, *, level: str = "info", **attributes: Any) -> None:
         """Record a zero-duration, log-style span under the current span.
 
@@ -637,15 +702,30 @@ class Tracer:
         *,
         level: str = "info",
         links: Sequence[Any] | None = None,
+        valid: Mapping[str, AttributeValue] | None = None,
     ) -> SpanContext | None:
-        """Record a zero-duration log span (what `event` does); returns its context, for links."""
-        attrs: dict[str, Any] = {
+        """Record a zero-duration log span (what `event` does); returns its context, for links.
+
+        `valid` (mastrace's own attributes, valid as they are) go before `attributes`, unchecked."""
+        own: dict[str, AttributeValue] = {
             semconv.LOGFIRE_SPAN_TYPE: "log",
             semconv.LOGFIRE_MSG: name,
             semconv.LOGFIRE_LEVEL_NUM: _LEVELS.get(level, semconv.LEVEL_INFO),
-            **attributes,
         }
-        span = self.start_span(name, attrs, links=links)
+        user: Mapping[str, Any] | None = attributes
+        if type(name) is not str:  # the user's, coerced as theirs are
+            del own[semconv.LOGFIRE_MSG]
+            user = {semconv.LOGFIRE_MSG: name, **attributes}
+        if valid:
+            own.update(valid)
+        span = self._span(name, own, user or None, links=links)
+        try:
+            span.start(attach=False)
+        except Exception as exc:
+            if isinstance(span, Span) and span.otel_span is None:
+                span_lost()
+            log_internal_error("start_span", exc)
+            return None
         otel_span = span.otel_span
         if otel_span is None:
             return None
