@@ -6,6 +6,7 @@ import os
 from collections.abc import Iterator
 
 import pytest
+from opentelemetry import context as otel_context
 from opentelemetry import propagate
 
 from genai_peer import serve
@@ -48,7 +49,8 @@ _ENV_NAMES = ("TRACEPARENT", "TRACESTATE")
 def _reset_mastrace(
     monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[None]:
-    """Reset global configuration, patched threads, env vars and the working directory around each test."""
+    """Reset global configuration, patched threads, env vars, the current span and the working directory
+    around each test."""
     for name in list(os.environ):
         if name.startswith(_ENV_PREFIXES) or name in _ENV_NAMES:
             monkeypatch.delenv(name, raising=False)
@@ -59,7 +61,11 @@ def _reset_mastrace(
     reset_reported()
     # logfire.configure() installs a global propagator of its own; later tests must not inherit it.
     textmap = propagate.get_global_textmap()
+    # A span a test entered and ended elsewhere (a session opened on this thread and closed inside
+    # asyncio.run(), as MassGen does) stays current on this thread: the next test starts without it.
+    context_token = otel_context.attach(otel_context.get_current())
     yield
+    otel_context.detach(context_token)
     propagate.set_global_textmap(textmap)
     _config.reset_for_tests()
     _context.unpatch_threads()
